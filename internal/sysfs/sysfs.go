@@ -1,0 +1,275 @@
+// Package sysfs is a read-only model of the PCI, net and infiniband parts of
+// Linux sysfs under a root directory (normally /sys; a fixture tree in tests).
+//
+// Every reader tolerates what real nodes produce: missing attributes,
+// dangling links, devices that vanish while being read. Such cases return
+// zero values or a wrapped fs.ErrNotExist, never a panic.
+package sysfs
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"regexp"
+	"sort"
+	"strconv"
+	"strings"
+)
+
+// DefaultRoot is the sysfs mount point on a node.
+const DefaultRoot = "/sys"
+
+// FS reads sysfs under Root.
+type FS struct {
+	Root string
+}
+
+// New returns a reader for root ("" means DefaultRoot).
+func New(root string) FS {
+	if root == "" {
+		root = DefaultRoot
+	}
+	return FS{Root: root}
+}
+
+var bdfRe = regexp.MustCompile(`^[0-9a-fA-F]{4}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7]$`)
+
+// ValidBDF reports whether s is a full PCI address (domain:bus:device.function).
+func ValidBDF(s string) bool { return bdfRe.MatchString(s) }
+
+// PCIDevicePath returns <root>/bus/pci/devices/<bdf>.
+func (f FS) PCIDevicePath(bdf string) string {
+	return filepath.Join(f.Root, "bus/pci/devices", bdf)
+}
+
+// PCIDevices lists the PCI addresses under bus/pci/devices, sorted.
+func (f FS) PCIDevices() ([]string, error) {
+	ents, err := os.ReadDir(filepath.Join(f.Root, "bus/pci/devices"))
+	if err != nil {
+		return nil, fmt.Errorf("list PCI devices under %s: %w", f.Root, err)
+	}
+	var out []string
+	for _, e := range ents {
+		if ValidBDF(e.Name()) {
+			out = append(out, e.Name())
+		}
+	}
+	sort.Strings(out)
+	return out, nil
+}
+
+// Exists reports whether the PCI function's directory resolves.
+func (f FS) Exists(bdf string) bool {
+	_, err := os.Stat(f.PCIDevicePath(bdf))
+	return err == nil
+}
+
+// ReadAttr reads <bus/pci/devices/bdf>/<name>, trimmed.
+func (f FS) ReadAttr(bdf, name string) (string, error) {
+	return readTrim(filepath.Join(f.PCIDevicePath(bdf), name))
+}
+
+// HexID reads a 0x-prefixed ID attribute (vendor, device, class) without the prefix, lower case.
+func (f FS) HexID(bdf, name string) string {
+	v, err := f.ReadAttr(bdf, name)
+	if err != nil {
+		return ""
+	}
+	return strings.ToLower(strings.TrimPrefix(v, "0x"))
+}
+
+// IntAttr reads an integer attribute; ok is false when missing or malformed.
+func (f FS) IntAttr(bdf, name string) (int, bool) {
+	v, err := f.ReadAttr(bdf, name)
+	if err != nil {
+		return 0, false
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil {
+		return 0, false
+	}
+	return n, true
+}
+
+// Driver returns the bound driver's name, "" when unbound.
+func (f FS) Driver(bdf string) string {
+	t, err := os.Readlink(filepath.Join(f.PCIDevicePath(bdf), "driver"))
+	if err != nil {
+		return ""
+	}
+	return filepath.Base(t)
+}
+
+// PhysFn returns the PF address of a VF, or "" for a PF/plain function.
+func (f FS) PhysFn(bdf string) string {
+	t, err := os.Readlink(filepath.Join(f.PCIDevicePath(bdf), "physfn"))
+	if err != nil {
+		return ""
+	}
+	return filepath.Base(t)
+}
+
+// VF is one virtfnN link of a PF.
+type VF struct {
+	Index int
+	BDF   string
+}
+
+// VFs lists a PF's virtual functions ordered by index.
+func (f FS) VFs(pf string) []VF {
+	ents, err := os.ReadDir(f.PCIDevicePath(pf))
+	if err != nil {
+		return nil
+	}
+	var out []VF
+	for _, e := range ents {
+		name := e.Name()
+		if !strings.HasPrefix(name, "virtfn") {
+			continue
+		}
+		idx, err := strconv.Atoi(strings.TrimPrefix(name, "virtfn"))
+		if err != nil {
+			continue
+		}
+		t, err := os.Readlink(filepath.Join(f.PCIDevicePath(pf), name))
+		if err != nil {
+			continue
+		}
+		out = append(out, VF{Index: idx, BDF: filepath.Base(t)})
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Index < out[j].Index })
+	return out
+}
+
+// VFIndex returns the index N of the PF's virtfnN link that points at vf.
+func (f FS) VFIndex(pf, vf string) (int, error) {
+	for _, v := range f.VFs(pf) {
+		if v.BDF == vf {
+			return v.Index, nil
+		}
+	}
+	return 0, fmt.Errorf("%s is not a VF of %s: %w", vf, pf, fs.ErrNotExist)
+}
+
+// Netdevs lists the netdev names under <bdf>/net (empty when the netdev has
+// moved to another namespace or the function has none).
+func (f FS) Netdevs(bdf string) []string {
+	return listDir(filepath.Join(f.PCIDevicePath(bdf), "net"))
+}
+
+// NetdevAttr reads class/net/<ifname>/<attr>.
+func (f FS) NetdevAttr(ifname, attr string) (string, error) {
+	return readTrim(filepath.Join(f.Root, "class/net", ifname, attr))
+}
+
+// NetdevPCI resolves class/net/<ifname>/device to a PCI address ("" for virtual netdevs).
+func (f FS) NetdevPCI(ifname string) string {
+	t, err := filepath.EvalSymlinks(filepath.Join(f.Root, "class/net", ifname))
+	if err != nil {
+		return ""
+	}
+	// .../<bdf>/net/<ifname>
+	dir := filepath.Dir(filepath.Dir(t))
+	if ValidBDF(filepath.Base(dir)) {
+		return filepath.Base(dir)
+	}
+	return ""
+}
+
+// RDMADevices lists the RDMA device names under <bdf>/infiniband.
+func (f FS) RDMADevices(bdf string) []string {
+	return listDir(filepath.Join(f.PCIDevicePath(bdf), "infiniband"))
+}
+
+// RDMAPath returns class/infiniband/<ibdev>.
+func (f FS) RDMAPath(ibdev string) string { return filepath.Join(f.Root, "class/infiniband", ibdev) }
+
+// RDMAPorts lists the port numbers of an RDMA device.
+func (f FS) RDMAPorts(ibdev string) []int {
+	var out []int
+	for _, p := range listDir(filepath.Join(f.RDMAPath(ibdev), "ports")) {
+		if n, err := strconv.Atoi(p); err == nil {
+			out = append(out, n)
+		}
+	}
+	sort.Ints(out)
+	return out
+}
+
+// PortAttr reads class/infiniband/<ibdev>/ports/<port>/<attr>.
+func (f FS) PortAttr(ibdev string, port int, attr string) (string, error) {
+	return readTrim(filepath.Join(f.RDMAPath(ibdev), "ports", strconv.Itoa(port), attr))
+}
+
+// CharDev is a /dev/infiniband character device that belongs to a function.
+type CharDev struct {
+	Name  string // uverbs0, umad0, issm0
+	IBDev string // RDMA device it serves
+	Dev   string // major:minor
+}
+
+// CharDevs lists uverbsN, umadN and issmN of a PCI function.
+func (f FS) CharDevs(bdf string) []CharDev {
+	var out []CharDev
+	for _, sub := range []string{"infiniband_verbs", "infiniband_mad"} {
+		dir := filepath.Join(f.PCIDevicePath(bdf), sub)
+		for _, name := range listDir(dir) {
+			ib, _ := readTrim(filepath.Join(dir, name, "ibdev"))
+			dev, _ := readTrim(filepath.Join(dir, name, "dev"))
+			out = append(out, CharDev{Name: name, IBDev: ib, Dev: dev})
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out
+}
+
+// HasRDMACM reports whether the rdma_cm misc device exists.
+func (f FS) HasRDMACM() bool {
+	_, err := os.Stat(filepath.Join(f.Root, "class/misc/rdma_cm"))
+	return err == nil
+}
+
+// ResolvedPath returns the real device directory of a function (the target of
+// its bus/pci/devices link), relative to <root>/devices, e.g.
+// "pci0000:40/0000:40:01.1/0000:41:00.0".
+func (f FS) ResolvedPath(bdf string) (string, error) {
+	p, err := filepath.EvalSymlinks(f.PCIDevicePath(bdf))
+	if err != nil {
+		return "", fmt.Errorf("resolve %s: %w", bdf, err)
+	}
+	root, err := filepath.EvalSymlinks(filepath.Join(f.Root, "devices"))
+	if err != nil {
+		return "", fmt.Errorf("resolve %s/devices: %w", f.Root, err)
+	}
+	rel, err := filepath.Rel(root, p)
+	if err != nil || strings.HasPrefix(rel, "..") {
+		return "", fmt.Errorf("%s resolves outside %s/devices", bdf, f.Root)
+	}
+	return rel, nil
+}
+
+func readTrim(p string) (string, error) {
+	b, err := os.ReadFile(p)
+	if err != nil {
+		return "", err
+	}
+	return strings.TrimSpace(string(b)), nil
+}
+
+func listDir(dir string) []string {
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		return nil
+	}
+	out := make([]string, 0, len(ents))
+	for _, e := range ents {
+		out = append(out, e.Name())
+	}
+	sort.Strings(out)
+	return out
+}
+
+// IsNotExist reports whether err says a sysfs path is missing.
+func IsNotExist(err error) bool { return errors.Is(err, fs.ErrNotExist) }
