@@ -273,3 +273,24 @@ func listDir(dir string) []string {
 
 // IsNotExist reports whether err says a sysfs path is missing.
 func IsNotExist(err error) bool { return errors.Is(err, fs.ErrNotExist) }
+
+// ReadFile reads any file under the root, given as a path relative to it or
+// absolute, trimmed.
+func (f FS) ReadFile(p string) (string, error) {
+	if !filepath.IsAbs(p) {
+		p = filepath.Join(f.Root, p)
+	}
+	return readTrim(p)
+}
+
+// ListInts lists the numeric entries of a directory, sorted.
+func ListInts(dir string) []int {
+	var out []int
+	for _, n := range listDir(dir) {
+		if i, err := strconv.Atoi(n); err == nil {
+			out = append(out, i)
+		}
+	}
+	sort.Ints(out)
+	return out
+}

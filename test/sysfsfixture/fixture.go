@@ -266,7 +266,12 @@ func (n *Node) RemoveRDMA(bdf string) error {
 	}
 	_ = os.Remove(filepath.Join(n.Root, "class/infiniband", ib))
 	delete(n.RDMAByBD, bdf)
-	return os.RemoveAll(filepath.Join(n.Devices[bdf], "infiniband"))
+	for _, d := range []string{"infiniband", "infiniband_verbs", "infiniband_mad"} {
+		if err := os.RemoveAll(filepath.Join(n.Devices[bdf], d)); err != nil {
+			return fmt.Errorf("sysfs fixture: %w", err)
+		}
+	}
+	return nil
 }
 
 // RestoreRDMA re-creates a function's RDMA device under the given name.

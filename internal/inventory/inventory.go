@@ -1,0 +1,336 @@
+// Package inventory answers "what RDMA hardware does this node have": every
+// PCI network function with its PF/VF relation, netdevs, RDMA devices and
+// ports, GID tables, /dev/infiniband char devices, NUMA node and PCIe
+// placement. It reads sysfs through internal/sysfs (root is a parameter) and
+// never writes anything.
+package inventory
+
+import (
+	"fmt"
+	"net"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+
+	"github.com/rdmanet/rdmanet/internal/sysfs"
+)
+
+// Link layers as the kernel names them in ports/N/link_layer.
+const (
+	LinkEthernet   = "Ethernet"
+	LinkInfiniBand = "InfiniBand"
+)
+
+// RDMA subsystem netns modes.
+const (
+	NetnsExclusive = "exclusive"
+	NetnsShared    = "shared"
+	NetnsUnknown   = "unknown"
+)
+
+// GID is one entry of a port's GID table (what show_gids prints).
+type GID struct {
+	Index  int    `json:"index"`
+	GID    string `json:"gid"`
+	Type   string `json:"type"` // "v1" or "v2"
+	Netdev string `json:"netdev,omitempty"`
+	IPv4   string `json:"ipv4,omitempty"`
+}
+
+// Port of an RDMA device.
+type Port struct {
+	Num       int    `json:"port"`
+	LinkLayer string `json:"link_layer"`
+	State     string `json:"state"` // ACTIVE, DOWN, INIT, ...
+	GIDs      []GID  `json:"gids,omitempty"`
+}
+
+// RecommendedGIDIndex returns the RoCEv2 IPv4 GID index of an Ethernet port:
+// the value NCCL_IB_GID_INDEX should have on this node. ok is false on IB
+// ports and when no RoCEv2 IPv4 entry exists (no address on the netdev).
+func (p Port) RecommendedGIDIndex() (int, bool) {
+	if p.LinkLayer != LinkEthernet {
+		return 0, false
+	}
+	for _, g := range p.GIDs {
+		if g.Type == "v2" && g.IPv4 != "" {
+			return g.Index, true
+		}
+	}
+	return 0, false
+}
+
+// RDMADevice is an RDMA device (HCA) of a function.
+type RDMADevice struct {
+	Name     string   `json:"name"`
+	NodeGUID string   `json:"node_guid,omitempty"`
+	Ports    []Port   `json:"ports"`
+	CharDevs []string `json:"char_devices"` // /dev/infiniband/uverbsN, umadN, issmN
+}
+
+// Function is one PCI network function.
+type Function struct {
+	BDF       string       `json:"pci"`
+	Vendor    string       `json:"vendor"`
+	Device    string       `json:"device"`
+	Driver    string       `json:"driver,omitempty"`
+	IsVF      bool         `json:"is_vf,omitempty"`
+	PF        string       `json:"pf,omitempty"` // PF address of a VF
+	VFIndex   int          `json:"vf_index,omitempty"`
+	TotalVFs  int          `json:"sriov_totalvfs,omitempty"`
+	NumVFs    int          `json:"sriov_numvfs,omitempty"`
+	VFs       []string     `json:"vfs,omitempty"`
+	Netdevs   []string     `json:"netdevs,omitempty"`
+	OperState string       `json:"operstate,omitempty"` // of the first netdev; "" when not visible
+	LinkLayer string       `json:"link_layer,omitempty"`
+	RDMA      []RDMADevice `json:"rdma,omitempty"`
+	NUMA      int          `json:"numa"`
+	PCIRoot   string       `json:"pci_root,omitempty"`  // pci0000:40
+	Upstream  string       `json:"pci_parent,omitempty"` // upstream bridge / switch port
+	// DefaultRoute is set when one of the netdevs carries the node's default route.
+	DefaultRoute bool `json:"default_route,omitempty"`
+}
+
+// Netdev returns the first netdev name, or "".
+func (f *Function) Netdev() string {
+	if len(f.Netdevs) == 0 {
+		return ""
+	}
+	return f.Netdevs[0]
+}
+
+// RDMAName returns the first RDMA device name, or "".
+func (f *Function) RDMAName() string {
+	if len(f.RDMA) == 0 {
+		return ""
+	}
+	return f.RDMA[0].Name
+}
+
+// HasRDMA reports whether the function has an RDMA device.
+func (f *Function) HasRDMA() bool { return len(f.RDMA) > 0 }
+
+// IsPF reports whether the function is SR-IOV capable.
+func (f *Function) IsPF() bool { return f.TotalVFs > 0 }
+
+// Node is the discovered inventory.
+type Node struct {
+	Functions []*Function `json:"functions"`
+	// RDMANetnsMode is exclusive, shared or unknown; NetnsModeSource says where it came from.
+	RDMANetnsMode   string   `json:"rdma_netns_mode"`
+	NetnsModeSource string   `json:"rdma_netns_mode_source"`
+	RDMACM          bool     `json:"rdma_cm"`
+	Problems        []string `json:"problems,omitempty"`
+	byBDF           map[string]*Function
+}
+
+// Function returns the function at bdf, or nil.
+func (n *Node) Function(bdf string) *Function { return n.byBDF[bdf] }
+
+// ByNetdev returns the function owning netdev, or nil.
+func (n *Node) ByNetdev(name string) *Function {
+	for _, f := range n.Functions {
+		for _, nd := range f.Netdevs {
+			if nd == name {
+				return f
+			}
+		}
+	}
+	return nil
+}
+
+// Options for Discover.
+type Options struct {
+	SysfsRoot string // default /sys
+	// DefaultRouteLinks names the netdevs that carry the node's default
+	// route (from the routing table); their functions are never handed out.
+	DefaultRouteLinks []string
+	// NetnsMode is the RDMA netns mode as read from netlink ("" when the
+	// kernel cannot say) and NetnsModeFlag the operator's statement of it.
+	NetnsMode     string
+	NetnsModeFlag string
+	// NetnsModeErr explains why netlink could not report the mode.
+	NetnsModeErr error
+}
+
+// Discover reads every PCI network function under the sysfs root.
+// Functions that cannot be read completely are kept with what was readable
+// and a problem is recorded; Discover fails only when the PCI bus itself
+// cannot be listed.
+func Discover(o Options) (*Node, error) {
+	fs := sysfs.New(o.SysfsRoot)
+	bdfs, err := fs.PCIDevices()
+	if err != nil {
+		return nil, fmt.Errorf("discover: %w", err)
+	}
+	node := &Node{byBDF: map[string]*Function{}, RDMACM: fs.HasRDMACM()}
+	defRoute := map[string]bool{}
+	for _, l := range o.DefaultRouteLinks {
+		defRoute[l] = true
+	}
+	for _, bdf := range bdfs {
+		if !fs.Exists(bdf) {
+			node.Problems = append(node.Problems, fmt.Sprintf("%s: bus/pci/devices link is dangling (device removed while scanning?); skipped", bdf))
+			continue
+		}
+		class := fs.HexID(bdf, "class")
+		rdma := fs.RDMADevices(bdf)
+		// network (0x02xxxx) functions, and anything with an RDMA device
+		if !strings.HasPrefix(class, "02") && len(rdma) == 0 {
+			continue
+		}
+		f := readFunction(fs, bdf, rdma)
+		for _, nd := range f.Netdevs {
+			if defRoute[nd] {
+				f.DefaultRoute = true
+			}
+		}
+		node.Functions = append(node.Functions, f)
+		node.byBDF[bdf] = f
+	}
+	switch {
+	case o.NetnsMode != "":
+		node.RDMANetnsMode, node.NetnsModeSource = o.NetnsMode, "netlink"
+		if o.NetnsModeFlag != "" && o.NetnsModeFlag != o.NetnsMode {
+			node.Problems = append(node.Problems, fmt.Sprintf("--rdma-netns-mode=%s disagrees with the kernel (%s); using the kernel's", o.NetnsModeFlag, o.NetnsMode))
+		}
+	case o.NetnsModeFlag != "":
+		node.RDMANetnsMode, node.NetnsModeSource = o.NetnsModeFlag, "flag"
+	default:
+		node.RDMANetnsMode, node.NetnsModeSource = NetnsUnknown, "none"
+		msg := "RDMA netns mode unknown: the kernel did not report it over netlink"
+		if o.NetnsModeErr != nil {
+			msg += " (" + o.NetnsModeErr.Error() + ")"
+		}
+		node.Problems = append(node.Problems, msg+"; state it with --rdma-netns-mode=exclusive|shared")
+	}
+	return node, nil
+}
+
+func readFunction(fs sysfs.FS, bdf string, rdma []string) *Function {
+	f := &Function{
+		BDF:    bdf,
+		Vendor: fs.HexID(bdf, "vendor"),
+		Device: fs.HexID(bdf, "device"),
+		Driver: fs.Driver(bdf),
+		NUMA:   -1,
+	}
+	if n, ok := fs.IntAttr(bdf, "numa_node"); ok {
+		f.NUMA = n
+	}
+	if pf := fs.PhysFn(bdf); pf != "" {
+		f.IsVF, f.PF = true, pf
+		if idx, err := fs.VFIndex(pf, bdf); err == nil {
+			f.VFIndex = idx
+		}
+	}
+	f.TotalVFs, _ = fs.IntAttr(bdf, "sriov_totalvfs")
+	f.NumVFs, _ = fs.IntAttr(bdf, "sriov_numvfs")
+	for _, vf := range fs.VFs(bdf) {
+		f.VFs = append(f.VFs, vf.BDF)
+	}
+	f.Netdevs = fs.Netdevs(bdf)
+	if nd := f.Netdev(); nd != "" {
+		f.OperState, _ = fs.NetdevAttr(nd, "operstate")
+	}
+	if rel, err := fs.ResolvedPath(bdf); err == nil {
+		parts := strings.Split(rel, string(filepath.Separator))
+		f.PCIRoot = parts[0]
+		if len(parts) >= 2 {
+			f.Upstream = parts[len(parts)-2]
+		}
+	}
+	cds := fs.CharDevs(bdf)
+	for _, ib := range rdma {
+		d := RDMADevice{Name: ib}
+		d.NodeGUID, _ = readPortless(fs, ib, "node_guid")
+		for _, p := range fs.RDMAPorts(ib) {
+			d.Ports = append(d.Ports, readPort(fs, ib, p))
+		}
+		for _, c := range cds {
+			if c.IBDev == ib {
+				d.CharDevs = append(d.CharDevs, "/dev/infiniband/"+c.Name)
+			}
+		}
+		f.RDMA = append(f.RDMA, d)
+	}
+	switch {
+	case len(f.RDMA) > 0 && len(f.RDMA[0].Ports) > 0:
+		f.LinkLayer = f.RDMA[0].Ports[0].LinkLayer
+	case f.Netdev() != "":
+		if t, err := fs.NetdevAttr(f.Netdev(), "type"); err == nil {
+			f.LinkLayer = linkLayerFromType(t)
+		}
+	}
+	return f
+}
+
+func readPortless(fs sysfs.FS, ib, attr string) (string, error) {
+	return fs.ReadFile(filepath.Join(fs.RDMAPath(ib), attr))
+}
+
+func readPort(fs sysfs.FS, ib string, port int) Port {
+	p := Port{Num: port}
+	p.LinkLayer, _ = fs.PortAttr(ib, port, "link_layer")
+	if st, err := fs.PortAttr(ib, port, "state"); err == nil {
+		// "4: ACTIVE"
+		if i := strings.Index(st, ":"); i >= 0 {
+			st = strings.TrimSpace(st[i+1:])
+		}
+		p.State = st
+	}
+	if p.LinkLayer != LinkEthernet {
+		return p
+	}
+	base := filepath.Join(fs.RDMAPath(ib), "ports", strconv.Itoa(port))
+	idxs := sysfs.ListInts(filepath.Join(base, "gids"))
+	for _, i := range idxs {
+		g, err := fs.ReadFile(filepath.Join(base, "gids", strconv.Itoa(i)))
+		if err != nil || g == "0000:0000:0000:0000:0000:0000:0000:0000" {
+			continue
+		}
+		typ, err := fs.ReadFile(filepath.Join(base, "gid_attrs/types", strconv.Itoa(i)))
+		if err != nil {
+			continue // entry without a type is not usable (and the kernel reports EINVAL)
+		}
+		e := GID{Index: i, GID: g, Type: "v1"}
+		if strings.Contains(strings.ToLower(typ), "v2") {
+			e.Type = "v2"
+		}
+		e.Netdev, _ = fs.ReadFile(filepath.Join(base, "gid_attrs/ndevs", strconv.Itoa(i)))
+		e.IPv4 = gidIPv4(g)
+		p.GIDs = append(p.GIDs, e)
+	}
+	return p
+}
+
+// gidIPv4 returns the IPv4 address of an IPv4-mapped GID, or "".
+func gidIPv4(g string) string {
+	ip := net.ParseIP(g)
+	if ip == nil {
+		return ""
+	}
+	if v4 := ip.To4(); v4 != nil && strings.HasPrefix(strings.ToLower(g), "0000:0000:0000:0000:0000:ffff:") {
+		return v4.String()
+	}
+	return ""
+}
+
+func linkLayerFromType(t string) string {
+	switch t {
+	case "1":
+		return LinkEthernet
+	case "32":
+		return LinkInfiniBand
+	}
+	return ""
+}
+
+// Sorted returns the functions sorted by PCI address (Discover already
+// returns them so; this is for callers that built a Node by hand).
+func (n *Node) Sorted() []*Function {
+	out := append([]*Function(nil), n.Functions...)
+	sort.Slice(out, func(i, j int) bool { return out[i].BDF < out[j].BDF })
+	return out
+}
