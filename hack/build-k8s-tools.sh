@@ -1,0 +1,47 @@
+#!/usr/bin/env bash
+# Builds the real kube-apiserver and etcd used by the apiserver test tier into a
+# cached tools directory (default .tools/bin, gitignored).
+#
+#   kube-apiserver  from k8s.io/kubernetes v1.37.2 (staging modules replaced by
+#                   their published v0.37.2), see hack/tools/kube-apiserver
+#   etcd            from go.etcd.io/etcd/server/v3 v3.6.8, see hack/tools/etcd
+#
+# A binary is rebuilt only when it is missing or older than its tool module's
+# go.mod/go.sum/main.go, so repeated `make test` runs cost nothing.
+# Environment: TOOLS_BIN (output dir), FORCE=1 (rebuild), GO (go command).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+root=$(pwd)
+bin="${TOOLS_BIN:-$root/.tools/bin}"
+GO="${GO:-go}"
+export GOFLAGS="${GOFLAGS:--buildvcs=false}"
+mkdir -p "$bin"
+
+needs_build() { # $1 binary, $2 source dir
+  local out="$1" src="$2"
+  [ "${FORCE:-0}" = 1 ] && return 0
+  [ -x "$out" ] || return 0
+  local f
+  for f in "$src"/go.mod "$src"/go.sum "$src"/main.go; do
+    [ "$f" -nt "$out" ] && return 0
+  done
+  return 1
+}
+
+build() { # $1 name
+  local name="$1" src="$root/hack/tools/$1" out="$bin/$1"
+  if ! needs_build "$out" "$src"; then
+    echo "k8s-tools: $name up to date ($out)"
+    return 0
+  fi
+  echo "k8s-tools: building $name into $out (first build takes several minutes)"
+  local start; start=$(date +%s)
+  # Build to a temp name and rename, so an interrupted build never leaves a
+  # truncated binary that later looks "up to date".
+  (cd "$src" && "$GO" build -trimpath -ldflags='-s -w' -o "$out.tmp.$$" .)
+  mv -f "$out.tmp.$$" "$out"
+  echo "k8s-tools: built $name in $(( $(date +%s) - start ))s"
+}
+
+build etcd
+build kube-apiserver

@@ -1,0 +1,297 @@
+package ipam
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"math/rand/v2"
+	"net/netip"
+	"slices"
+	"time"
+
+	v1alpha1 "github.com/rdmanet/rdmanet/api/ipam/v1alpha1"
+)
+
+// Owner is the holder of an allocation. (ContainerID, IfName) is the
+// idempotency key; the pod fields feed garbage collection.
+type Owner struct {
+	ContainerID  string
+	IfName       string
+	PodNamespace string
+	PodName      string
+	PodUID       string
+}
+
+func (o Owner) holds(a v1alpha1.Allocation) bool {
+	return a.ContainerID == o.ContainerID && a.IfName == o.IfName
+}
+
+func (o Owner) allocation(node string) v1alpha1.Allocation {
+	return v1alpha1.Allocation{
+		ContainerID: o.ContainerID, IfName: o.IfName,
+		PodNamespace: o.PodNamespace, PodName: o.PodName, PodUID: o.PodUID,
+		Node: node,
+	}
+}
+
+// Locker serialises the allocations of one node for one pool, so processes of
+// the same node never conflict with each other on the store (kubernetes store),
+// or so read-modify-write of the node file is atomic (local store).
+type Locker interface {
+	Lock(ctx context.Context, key string) (unlock func(), err error)
+}
+
+// Allocator hands out addresses of ranges from blocks kept in a Store. It is
+// safe to use from several goroutines and processes; each node uses its own
+// node name.
+type Allocator struct {
+	Store Store
+	// Node is this node's name; blocks it claims carry it.
+	Node string
+	// Lock, when set, serialises this node's calls per pool.
+	Lock Locker
+	// MaxAttempts bounds retries after conflicts and transient errors
+	// (0 means 1000); ctx bounds them in time.
+	MaxAttempts int
+}
+
+// ExhaustedError reports a full range with the network, range and the fix.
+type ExhaustedError struct {
+	Network string
+	Range   string
+	Size    string
+}
+
+func (e *ExhaustedError) Error() string {
+	return fmt.Sprintf("rdmanet-ipam: network %q: range %q is exhausted: all %s usable addresses are allocated; fix: widen the range, shrink exclude, or run `rdmanet-ipam gc` to release addresses of deleted pods",
+		e.Network, e.Range, e.Size)
+}
+
+// Is makes errors.Is(err, ErrExhausted) true.
+func (e *ExhaustedError) Is(target error) bool { return target == ErrExhausted }
+
+// Allocate returns owner's address in r, allocating one when owner has none.
+// Repeating the call returns the same address.
+func (a *Allocator) Allocate(ctx context.Context, network string, r *Range, owner Owner) (netip.Addr, error) {
+	pool := Pool{Network: network, Prefix: r.Prefix}
+	unlock, err := a.lock(ctx, pool)
+	if err != nil {
+		return netip.Addr{}, err
+	}
+	defer unlock()
+	var addr netip.Addr
+	err = a.retry(ctx, func() error {
+		var err error
+		addr, err = a.tryAllocate(ctx, pool, r, owner)
+		return err
+	})
+	return addr, err
+}
+
+// Release frees owner's addresses in pool. Releasing an unknown owner succeeds.
+func (a *Allocator) Release(ctx context.Context, pool Pool, owner Owner) error {
+	unlock, err := a.lock(ctx, pool)
+	if err != nil {
+		return err
+	}
+	defer unlock()
+	return a.retry(ctx, func() error { return a.tryRelease(ctx, pool, owner) })
+}
+
+// Lookup returns owner's address in pool, or ErrNotFound.
+func (a *Allocator) Lookup(ctx context.Context, pool Pool, owner Owner) (netip.Addr, error) {
+	var addr netip.Addr
+	err := a.retry(ctx, func() error {
+		for _, node := range []string{a.Node, ""} {
+			blocks, err := a.Store.List(ctx, pool, node)
+			if err != nil {
+				return err
+			}
+			if _, ad, ok := findOwner(blocks, owner); ok {
+				addr = ad
+				return nil
+			}
+		}
+		return ErrNotFound
+	})
+	return addr, err
+}
+
+func (a *Allocator) lock(ctx context.Context, pool Pool) (func(), error) {
+	if a.Lock == nil {
+		return func() {}, nil
+	}
+	return a.Lock.Lock(ctx, pool.Key())
+}
+
+// retry runs fn until it succeeds, fails permanently, or ctx ends. Conflicts
+// retry at once with a little jitter; transient errors back off up to 1 s.
+func (a *Allocator) retry(ctx context.Context, fn func() error) error {
+	maxAttempts := a.MaxAttempts
+	if maxAttempts <= 0 {
+		maxAttempts = 1000
+	}
+	var err error
+	for attempt := 0; attempt < maxAttempts; attempt++ {
+		if err = fn(); err == nil {
+			return nil
+		}
+		var wait time.Duration
+		switch {
+		case errors.Is(err, ErrConflict):
+			wait = time.Duration(rand.Int64N(int64(time.Millisecond) * int64(min(attempt+1, 20))))
+		case errors.Is(err, ErrTransient):
+			wait = min(time.Second, 50*time.Millisecond<<min(attempt, 5))
+			wait = wait/2 + time.Duration(rand.Int64N(int64(wait/2)+1))
+		default:
+			return err
+		}
+		if ctx.Err() != nil {
+			return fmt.Errorf("%w (last error: %w)", ctx.Err(), err)
+		}
+		t := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return fmt.Errorf("%w (last error: %w)", ctx.Err(), err)
+		case <-t.C:
+		}
+	}
+	return fmt.Errorf("rdmanet-ipam: gave up after %d attempts: %w", maxAttempts, err)
+}
+
+// tryAllocate is one optimistic attempt. Common path: one List of this
+// node's blocks and one Update (the only write).
+func (a *Allocator) tryAllocate(ctx context.Context, pool Pool, r *Range, owner Owner) (netip.Addr, error) {
+	mine, err := a.Store.List(ctx, pool, a.Node)
+	if err != nil {
+		return netip.Addr{}, err
+	}
+	if _, addr, ok := findOwner(mine, owner); ok {
+		return addr, nil
+	}
+	sortBlocks(mine)
+	for i := range mine {
+		if addr, ok := assign(&mine[i], r, owner, a.Node); ok {
+			_, err := a.Store.Update(ctx, &mine[i])
+			return addr, err
+		}
+	}
+
+	// No room in our blocks: claim a new block, with the allocation in it.
+	all, err := a.Store.List(ctx, pool, "")
+	if err != nil {
+		return netip.Addr{}, err
+	}
+	if _, addr, ok := findOwner(all, owner); ok {
+		return addr, nil // borrowed earlier (e.g. a retried ADD whose reply was lost)
+	}
+	taken := make([]netip.Prefix, 0, len(all))
+	for i := range all {
+		if p, err := netip.ParsePrefix(all[i].Spec.CIDR); err == nil {
+			taken = append(taken, p)
+		}
+	}
+	if cidr, ok := r.nextFreeBlock(taken, r.spreadStart(hash64(a.Node))); ok {
+		b := NewBlock(pool, cidr, a.Node)
+		addr, ok := assign(b, r, owner, a.Node)
+		if !ok {
+			return netip.Addr{}, fmt.Errorf("rdmanet-ipam: internal error: new block %s of range %s has no usable address", cidr, r.Spec)
+		}
+		_, err := a.Store.Create(ctx, b)
+		return addr, err
+	}
+
+	// Every block is claimed: borrow from other nodes' blocks, starting at a
+	// random one so borrowers spread out.
+	if n := len(all); n > 0 {
+		off := rand.IntN(n)
+		for k := range n {
+			b := &all[(off+k)%n]
+			if addr, ok := assign(b, r, owner, a.Node); ok {
+				_, err := a.Store.Update(ctx, b)
+				return addr, err
+			}
+		}
+	}
+	return netip.Addr{}, &ExhaustedError{Network: pool.Network, Range: r.Spec, Size: r.Size().String()}
+}
+
+func (a *Allocator) tryRelease(ctx context.Context, pool Pool, owner Owner) error {
+	for _, node := range []string{a.Node, ""} {
+		blocks, err := a.Store.List(ctx, pool, node)
+		if err != nil {
+			return err
+		}
+		found := false
+		for i := range blocks {
+			b := &blocks[i]
+			changed := false
+			for k, al := range b.Spec.Allocations {
+				if owner.holds(al) {
+					delete(b.Spec.Allocations, k)
+					changed = true
+				}
+			}
+			if changed {
+				found = true
+				if _, err := a.Store.Update(ctx, b); err != nil {
+					return err
+				}
+			}
+		}
+		if found {
+			return nil
+		}
+	}
+	return nil
+}
+
+// assign puts owner on the lowest free usable address of b.
+func assign(b *v1alpha1.IPAMBlock, r *Range, owner Owner, node string) (netip.Addr, bool) {
+	cidr, err := netip.ParsePrefix(b.Spec.CIDR)
+	if err != nil || !r.Prefix.Overlaps(cidr) {
+		return netip.Addr{}, false
+	}
+	if b.Spec.Allocations == nil {
+		b.Spec.Allocations = map[string]v1alpha1.Allocation{}
+	}
+	for a, ok := r.NextUsable(cidr.Addr()); ok && cidr.Contains(a); a, ok = r.NextUsable(a.Next()) {
+		if _, used := b.Spec.Allocations[a.String()]; !used {
+			b.Spec.Allocations[a.String()] = owner.allocation(node)
+			return a, true
+		}
+		if !a.Next().IsValid() {
+			break
+		}
+	}
+	return netip.Addr{}, false
+}
+
+func findOwner(blocks []v1alpha1.IPAMBlock, owner Owner) (*v1alpha1.IPAMBlock, netip.Addr, bool) {
+	for i := range blocks {
+		for k, al := range blocks[i].Spec.Allocations {
+			if owner.holds(al) {
+				if addr, err := netip.ParseAddr(k); err == nil {
+					return &blocks[i], addr, true
+				}
+			}
+		}
+	}
+	return nil, netip.Addr{}, false
+}
+
+func sortBlocks(bs []v1alpha1.IPAMBlock) {
+	slices.SortFunc(bs, func(x, y v1alpha1.IPAMBlock) int {
+		px, _ := netip.ParsePrefix(x.Spec.CIDR)
+		py, _ := netip.ParsePrefix(y.Spec.CIDR)
+		return px.Addr().Compare(py.Addr())
+	})
+}
+
+func hash64(s string) uint64 {
+	h := fnv.New64a()
+	h.Write([]byte(s))
+	return h.Sum64()
+}
