@@ -1,0 +1,691 @@
+package sriov
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+
+	"github.com/containernetworking/cni/pkg/skel"
+	"github.com/containernetworking/cni/pkg/types"
+	current "github.com/containernetworking/cni/pkg/types/100"
+	"github.com/containernetworking/plugins/pkg/ip"
+	"github.com/containernetworking/plugins/pkg/ipam"
+	"github.com/containernetworking/plugins/pkg/ns"
+
+	"github.com/rdmanet/rdmanet/internal/netops"
+	"github.com/rdmanet/rdmanet/internal/sysfs"
+)
+
+// DefaultStateDir is where the upstream SR-IOV CNI keeps its cache too.
+const DefaultStateDir = "/var/lib/cni/sriov"
+
+// ADD steps, in order; each is a failpoint name (netops.EnvFault).
+const (
+	StepCache    = "cache"     // original state recorded
+	StepVFConfig = "vf-config" // VF configured through the PF
+	StepMove     = "move"      // netdev moved into the pod netns
+	StepRename   = "rename"    // renamed to the pod's ifname
+	StepMAC      = "mac"       // netdev MAC set
+	StepMTU      = "mtu"       // MTU set
+	StepUp       = "up"        // link up
+	StepIPAM     = "ipam"      // IPAM plugin allocated
+	StepAddr     = "addr"      // addresses and routes applied
+	StepResult   = "result"    // result cached
+)
+
+// Steps lists the ADD steps in order.
+var Steps = []string{StepCache, StepVFConfig, StepMove, StepRename, StepMAC, StepMTU, StepUp, StepIPAM, StepAddr, StepResult}
+
+// ErrVFInUse is returned by ADD when another container holds the VF.
+var ErrVFInUse = errors.New("VF in use")
+
+// IPAM runs the IPAM plugin named in the config.
+type IPAM interface {
+	Add(plugin string, stdin []byte) (types.Result, error)
+	Check(plugin string, stdin []byte) error
+	Del(plugin string, stdin []byte) error
+}
+
+// ExecIPAM execs the IPAM plugin from CNI_PATH, as plugins do.
+type ExecIPAM struct{}
+
+func (ExecIPAM) Add(p string, b []byte) (types.Result, error) { return ipam.ExecAdd(p, b) }
+func (ExecIPAM) Check(p string, b []byte) error               { return ipam.ExecCheck(p, b) }
+func (ExecIPAM) Del(p string, b []byte) error                 { return ipam.ExecDel(p, b) }
+
+// Plugin holds what the verbs run over.
+type Plugin struct {
+	Sysfs    sysfs.FS
+	VF       netops.VFConfigurator
+	IPAM     IPAM
+	StateDir string
+	Fault    *netops.Failpoint
+	// Warnf reports what DEL tolerated (nil discards). Errors are returned, not logged.
+	Warnf func(format string, args ...any)
+}
+
+// Record is the cache entry of one attached VF: everything needed to undo ADD.
+type Record struct {
+	ContainerID string `json:"containerID"`
+	IfName      string `json:"ifName"`
+	Netns       string `json:"netns"`
+	DeviceID    string `json:"deviceID"`
+	PF          string `json:"pf"`      // PF netdev
+	VFIndex     int    `json:"vfIndex"` // N of virtfnN
+	// Original state of the VF netdev in the host namespace.
+	Netdev    string         `json:"netdev"`
+	NetdevMAC string         `json:"netdevMAC"`
+	MTU       int            `json:"mtu"`
+	Up        bool           `json:"up"`
+	VF        netops.VFState `json:"vf"`
+	// What ADD did.
+	Conf   Config          `json:"conf"`
+	PodMAC string          `json:"podMAC,omitempty"`
+	Stdin  []byte          `json:"stdin"`
+	Result json.RawMessage `json:"result,omitempty"`
+}
+
+func (p *Plugin) warnf(format string, args ...any) {
+	if p.Warnf != nil {
+		p.Warnf(format, args...)
+	}
+}
+
+func (p *Plugin) cachePath(bdf string) string { return filepath.Join(p.StateDir, bdf+".json") }
+func (p *Plugin) lockPath(bdf string) string  { return filepath.Join(p.StateDir, bdf+".lock") }
+
+func (p *Plugin) readRecord(bdf string) (*Record, error) {
+	b, err := os.ReadFile(p.cachePath(bdf))
+	if err != nil {
+		return nil, err
+	}
+	var r Record
+	if err := json.Unmarshal(b, &r); err != nil {
+		return nil, fmt.Errorf("sriov cache %s is corrupt (remove it after checking the VF by hand): %w", p.cachePath(bdf), err)
+	}
+	return &r, nil
+}
+
+func (p *Plugin) writeRecord(r *Record) error {
+	b, err := json.Marshal(r)
+	if err != nil {
+		return fmt.Errorf("sriov cache: %w", err)
+	}
+	if err := netops.WriteFileAtomic(p.cachePath(r.DeviceID), b, 0o600); err != nil {
+		return fmt.Errorf("sriov cache: %w", err)
+	}
+	return nil
+}
+
+// findRecord returns the record of containerID/ifName: directly when the
+// config names the VF, else by scanning the state dir.
+func (p *Plugin) findRecord(deviceID, containerID, ifName string) (*Record, error) {
+	match := func(r *Record) bool { return r.ContainerID == containerID && r.IfName == ifName }
+	if deviceID != "" {
+		r, err := p.readRecord(deviceID)
+		if err != nil {
+			return nil, err
+		}
+		if !match(r) {
+			return nil, fmt.Errorf("VF %s is cached for container %s, not %s: %w", deviceID, r.ContainerID, containerID, os.ErrNotExist)
+		}
+		return r, nil
+	}
+	ents, err := os.ReadDir(p.StateDir)
+	if err != nil {
+		return nil, err
+	}
+	for _, e := range ents {
+		if !strings.HasSuffix(e.Name(), ".json") || strings.HasPrefix(e.Name(), ".") {
+			continue
+		}
+		r, err := p.readRecord(strings.TrimSuffix(e.Name(), ".json"))
+		if err != nil {
+			continue
+		}
+		if match(r) {
+			return r, nil
+		}
+	}
+	return nil, fmt.Errorf("no sriov cache for container %s ifname %s: %w", containerID, ifName, os.ErrNotExist)
+}
+
+// vfInfo is what sysfs says about a VF.
+type vfInfo struct {
+	PFBDF, PF string
+	Index     int
+	Netdev    string
+}
+
+func (p *Plugin) resolve(bdf string) (vfInfo, error) {
+	if !p.Sysfs.Exists(bdf) {
+		return vfInfo{}, cfgErr(ErrBadDeviceID, "deviceID", fmt.Sprintf("%q", bdf),
+			fmt.Sprintf("must be a PCI function present under %s/bus/pci/devices", p.Sysfs.Root),
+			"the device plugin pool lists a VF that no longer exists (sriov_numvfs changed?); restart the device plugin so it re-discovers VFs")
+	}
+	pf := p.Sysfs.PhysFn(bdf)
+	if pf == "" {
+		return vfInfo{}, cfgErr(ErrBadDeviceID, "deviceID", fmt.Sprintf("%q", bdf),
+			"must be an SR-IOV VF (it has no physfn link: it is a PF or a plain NIC)",
+			"select VFs in the device plugin pool (e.g. by VF device ID or pfNames), not PFs")
+	}
+	if drv := p.Sysfs.Driver(bdf); drv == "vfio-pci" || drv == "uio_pci_generic" || drv == "igb_uio" {
+		return vfInfo{}, cfgErr(ErrBadDeviceID, "deviceID", fmt.Sprintf("%q", bdf),
+			fmt.Sprintf("must be bound to a kernel netdev driver, is bound to %s (DPDK mode is not supported)", drv),
+			"bind the VF to its kernel driver (e.g. mlx5_core) or select only kernel-driver VFs in the pool")
+	}
+	idx, err := p.Sysfs.VFIndex(pf, bdf)
+	if err != nil {
+		return vfInfo{}, fmt.Errorf("deviceID %s: %w", bdf, err)
+	}
+	pfNet := p.Sysfs.Netdevs(pf)
+	if len(pfNet) == 0 {
+		return vfInfo{}, fmt.Errorf("deviceID %s: its PF %s has no netdev in the host namespace, so the VF cannot be configured through it", bdf, pf)
+	}
+	nd := p.Sysfs.Netdevs(bdf)
+	if len(nd) == 0 {
+		return vfInfo{}, fmt.Errorf("deviceID %s: the VF has no netdev in the host namespace (another pod holds it, or the driver is not loaded): %w", bdf, ErrVFInUse)
+	}
+	return vfInfo{PFBDF: pf, PF: pfNet[0], Index: idx, Netdev: nd[0]}, nil
+}
+
+// Add attaches the VF named by the config to the pod.
+func (p *Plugin) Add(args *skel.CmdArgs) (_ *current.Result, err error) {
+	conf, err := Parse(args.StdinData)
+	if err != nil {
+		return nil, err
+	}
+	vf, err := p.resolve(conf.DeviceID)
+	if err != nil {
+		return nil, err
+	}
+	podNS, err := ns.GetNS(args.Netns)
+	if err != nil {
+		return nil, fmt.Errorf("open pod netns %q: %w", args.Netns, err)
+	}
+	defer podNS.Close()
+	hostNS, err := ns.GetCurrentNS()
+	if err != nil {
+		return nil, fmt.Errorf("open host netns: %w", err)
+	}
+	defer hostNS.Close()
+
+	lk, err := netops.LockFile(p.lockPath(conf.DeviceID))
+	if err != nil {
+		return nil, err
+	}
+	defer lk.UnlockAndRemove() // lock files exist only while an ADD or DEL runs
+
+	if r, err := p.readRecord(conf.DeviceID); err == nil {
+		return nil, fmt.Errorf("%w: VF %s is in use by container %s (ifname %s, netns %s); the device plugin must not hand one VF to two pods — check the kubelet checkpoint and the pool",
+			ErrVFInUse, conf.DeviceID, r.ContainerID, r.IfName, r.Netns)
+	} else if !errors.Is(err, os.ErrNotExist) {
+		return nil, err
+	}
+
+	link, err := netops.LinkByName(vf.Netdev)
+	if errors.Is(err, netops.ErrLinkNotFound) {
+		return nil, fmt.Errorf("%w: VF %s netdev %s is not in the host namespace (another pod holds it?): %w", ErrVFInUse, conf.DeviceID, vf.Netdev, err)
+	}
+	if err != nil {
+		return nil, err
+	}
+	orig, err := p.VF.VFState(vf.PF, vf.Index)
+	if err != nil {
+		return nil, fmt.Errorf("read VF %d of %s: %w", vf.Index, vf.PF, err)
+	}
+	rec := &Record{
+		ContainerID: args.ContainerID, IfName: args.IfName, Netns: args.Netns,
+		DeviceID: conf.DeviceID, PF: vf.PF, VFIndex: vf.Index,
+		Netdev: vf.Netdev, NetdevMAC: link.MAC.String(), MTU: link.MTU, Up: link.Up, VF: orig,
+		Conf: *conf, Stdin: args.StdinData,
+	}
+	if err := p.writeRecord(rec); err != nil {
+		return nil, err
+	}
+	success := false
+	defer func() {
+		if success {
+			return
+		}
+		if rbErr := p.teardown(rec, hostNS, podNS, args.StdinData); rbErr != nil {
+			err = fmt.Errorf("%w; rollback also failed (the cache %s is kept for DEL): %w", err, p.cachePath(rec.DeviceID), rbErr)
+			return
+		}
+		if rmErr := os.Remove(p.cachePath(rec.DeviceID)); rmErr != nil && !os.IsNotExist(rmErr) {
+			err = fmt.Errorf("%w; rollback: %w", err, rmErr)
+		}
+	}()
+	step := func(name string) error { return p.Fault.Hit(name) }
+	if err := step(StepCache); err != nil {
+		return nil, err
+	}
+
+	if err := p.configureVF(vf.PF, vf.Index, conf); err != nil {
+		return nil, err
+	}
+	if err := step(StepVFConfig); err != nil {
+		return nil, err
+	}
+
+	if err := netops.SetLinkDown(vf.Netdev); err != nil {
+		return nil, err
+	}
+	if err := netops.SetLinkNetns(vf.Netdev, podNS); err != nil {
+		return nil, err
+	}
+	if err := step(StepMove); err != nil {
+		return nil, err
+	}
+
+	var podLink netops.Link
+	err = podNS.Do(func(ns.NetNS) error {
+		if err := netops.RenameLink(vf.Netdev, args.IfName); err != nil {
+			return err
+		}
+		if err := step(StepRename); err != nil {
+			return err
+		}
+		if conf.MAC != "" {
+			hw, _ := net.ParseMAC(conf.MAC)
+			if err := netops.SetLinkMAC(args.IfName, hw); err != nil {
+				return err
+			}
+		}
+		if err := step(StepMAC); err != nil {
+			return err
+		}
+		if conf.MTU != 0 {
+			if err := netops.SetLinkMTU(args.IfName, conf.MTU); err != nil {
+				return err
+			}
+		}
+		if err := step(StepMTU); err != nil {
+			return err
+		}
+		if err := netops.SetLinkUp(args.IfName); err != nil {
+			return err
+		}
+		if err := step(StepUp); err != nil {
+			return err
+		}
+		var err error
+		podLink, err = netops.LinkByName(args.IfName)
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	rec.PodMAC = podLink.MAC.String()
+
+	result := &current.Result{
+		CNIVersion: current.ImplementedSpecVersion,
+		Interfaces: []*current.Interface{{Name: args.IfName, Mac: podLink.MAC.String(), Mtu: podLink.MTU, Sandbox: args.Netns, PciID: conf.DeviceID}},
+	}
+	if conf.IPAMType != "" {
+		r, err := p.IPAM.Add(conf.IPAMType, args.StdinData)
+		if err != nil {
+			return nil, fmt.Errorf("IPAM plugin %q ADD: %w", conf.IPAMType, err)
+		}
+		if err := step(StepIPAM); err != nil {
+			return nil, err
+		}
+		ipRes, err := current.NewResultFromResult(r)
+		if err != nil {
+			return nil, fmt.Errorf("IPAM plugin %q result: %w", conf.IPAMType, err)
+		}
+		if len(ipRes.IPs) == 0 {
+			return nil, fmt.Errorf("IPAM plugin %q returned no IP address; check its range/exclude settings", conf.IPAMType)
+		}
+		for _, ipc := range ipRes.IPs {
+			ipc.Interface = current.Int(0)
+		}
+		result.IPs, result.Routes, result.DNS = ipRes.IPs, ipRes.Routes, ipRes.DNS
+		if err := podNS.Do(func(ns.NetNS) error { return ipam.ConfigureIface(args.IfName, result) }); err != nil {
+			return nil, fmt.Errorf("apply IPAM result to %s: %w", args.IfName, err)
+		}
+	}
+	if err := step(StepAddr); err != nil {
+		return nil, err
+	}
+	if rec.Result, err = json.Marshal(result); err != nil {
+		return nil, fmt.Errorf("sriov cache: %w", err)
+	}
+	if err := p.writeRecord(rec); err != nil {
+		return nil, err
+	}
+	if err := step(StepResult); err != nil {
+		return nil, err
+	}
+	success = true
+	return result, nil
+}
+
+func (p *Plugin) configureVF(pf string, idx int, c *Config) error {
+	if c.MAC != "" {
+		hw, _ := net.ParseMAC(c.MAC)
+		if err := p.VF.SetVFMAC(pf, idx, hw); err != nil {
+			return err
+		}
+	}
+	if err := p.VF.SetVFVlan(pf, idx, c.Vlan, c.VlanQoS, c.VlanProto); err != nil {
+		return err
+	}
+	if c.SpoofChk != nil {
+		if err := p.VF.SetVFSpoofchk(pf, idx, *c.SpoofChk); err != nil {
+			return err
+		}
+	}
+	if c.Trust != nil {
+		if err := p.VF.SetVFTrust(pf, idx, *c.Trust); err != nil {
+			return err
+		}
+	}
+	if c.LinkState != "" {
+		if err := p.VF.SetVFLinkState(pf, idx, c.LinkState); err != nil {
+			return err
+		}
+	}
+	if c.MinTxRate != nil || c.MaxTxRate != nil {
+		st, err := p.VF.VFState(pf, idx)
+		if err != nil {
+			return err
+		}
+		mn, mx := st.MinTxRate, st.MaxTxRate
+		if c.MinTxRate != nil {
+			mn = *c.MinTxRate
+		}
+		if c.MaxTxRate != nil {
+			mx = *c.MaxTxRate
+		}
+		if err := p.VF.SetVFRate(pf, idx, mn, mx); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// restoreVF puts back what configureVF may have changed.
+func (p *Plugin) restoreVF(r *Record) error {
+	c, o := &r.Conf, r.VF
+	var errs []error
+	if c.MAC != "" {
+		if hw, err := net.ParseMAC(o.MAC); err == nil {
+			errs = append(errs, p.VF.SetVFMAC(r.PF, r.VFIndex, hw))
+		}
+	}
+	errs = append(errs, p.VF.SetVFVlan(r.PF, r.VFIndex, o.Vlan, o.QoS, o.Proto))
+	if c.SpoofChk != nil {
+		errs = append(errs, p.VF.SetVFSpoofchk(r.PF, r.VFIndex, o.Spoofchk))
+	}
+	if c.Trust != nil {
+		errs = append(errs, p.VF.SetVFTrust(r.PF, r.VFIndex, o.Trust))
+	}
+	if c.LinkState != "" {
+		errs = append(errs, p.VF.SetVFLinkState(r.PF, r.VFIndex, o.LinkState))
+	}
+	if c.MinTxRate != nil || c.MaxTxRate != nil {
+		errs = append(errs, p.VF.SetVFRate(r.PF, r.VFIndex, o.MinTxRate, o.MaxTxRate))
+	}
+	return errors.Join(errs...)
+}
+
+// teardown undoes ADD from the record: IPAM release, netdev back to the
+// host namespace under its original name, MAC and MTU, VF settings back.
+// podNS may be nil (netns gone). Every step tolerates "already undone".
+func (p *Plugin) teardown(r *Record, hostNS, podNS ns.NetNS, stdin []byte) error {
+	var errs []error
+	if r.Conf.IPAMType != "" {
+		if len(stdin) == 0 {
+			stdin = r.Stdin
+		}
+		if err := p.IPAM.Del(r.Conf.IPAMType, stdin); err != nil {
+			errs = append(errs, fmt.Errorf("IPAM plugin %q DEL: %w", r.Conf.IPAMType, err))
+		}
+	}
+	macs := []string{r.PodMAC, r.NetdevMAC, r.Conf.MAC}
+	// find looks for the VF netdev by name (the given order), then by MAC.
+	find := func(names ...string) (netops.Link, error) {
+		for _, n := range names {
+			l, err := netops.LinkByName(n)
+			if err == nil {
+				return l, nil
+			}
+			if !errors.Is(err, netops.ErrLinkNotFound) {
+				return l, err
+			}
+		}
+		for _, m := range macs {
+			if hw, err := net.ParseMAC(m); err == nil {
+				if l, err := netops.LinkByMAC(hw); err == nil && l.Kind != "macvlan" {
+					return l, nil
+				}
+			}
+		}
+		return netops.Link{}, netops.ErrLinkNotFound
+	}
+	movedBack := false
+	if podNS != nil {
+		err := podNS.Do(func(ns.NetNS) error {
+			l, err := find(r.IfName, r.Netdev)
+			if errors.Is(err, netops.ErrLinkNotFound) {
+				return nil
+			}
+			if err != nil {
+				return err
+			}
+			if err := netops.FlushAddrs(l.Name); err != nil {
+				return err
+			}
+			if err := netops.SetLinkDown(l.Name); err != nil {
+				return err
+			}
+			if err := netops.SetLinkNetns(l.Name, hostNS); err != nil {
+				return err
+			}
+			movedBack = true
+			return nil
+		})
+		if err != nil {
+			errs = append(errs, fmt.Errorf("move VF netdev out of pod netns %s: %w", r.Netns, err))
+		}
+	}
+	l, err := find(r.Netdev, r.IfName)
+	switch {
+	case err == nil:
+		if l.Name != r.Netdev {
+			if e := netops.SetLinkDown(l.Name); e != nil {
+				errs = append(errs, e)
+			} else if e := netops.RenameLink(l.Name, r.Netdev); e != nil {
+				errs = append(errs, e)
+			}
+		}
+		if hw, e := net.ParseMAC(r.NetdevMAC); e == nil && l.MAC.String() != r.NetdevMAC {
+			errs = append(errs, netops.SetLinkMAC(r.Netdev, hw))
+		}
+		if r.MTU != 0 && l.MTU != r.MTU {
+			errs = append(errs, netops.SetLinkMTU(r.Netdev, r.MTU))
+		}
+		if !movedBack {
+			errs = append(errs, netops.FlushAddrs(r.Netdev))
+		}
+		if r.Up {
+			errs = append(errs, netops.SetLinkUp(r.Netdev))
+		} else {
+			errs = append(errs, netops.SetLinkDown(r.Netdev))
+		}
+	case errors.Is(err, netops.ErrLinkNotFound):
+		if p.Sysfs.Exists(r.DeviceID) {
+			errs = append(errs, fmt.Errorf("VF %s netdev (%s, pod name %s) is in neither the pod nor the host namespace yet; "+
+				"a physical netdev returns to the host when its namespace is destroyed — retry DEL: %w", r.DeviceID, r.Netdev, r.IfName, err))
+		} else {
+			p.warnf("sriov DEL: VF %s no longer exists (VFs re-created?); dropping its cache", r.DeviceID)
+		}
+	default:
+		errs = append(errs, err)
+	}
+	errs = append(errs, p.restoreVF(r))
+	return errors.Join(errs...)
+}
+
+// Del detaches the pod's VF. It succeeds when there is nothing left to do.
+func (p *Plugin) Del(args *skel.CmdArgs) error {
+	conf, err := ParseLoose(args.StdinData)
+	if err != nil {
+		conf = &Config{} // a DEL must not fail on a config it cannot read: fall back to the cache
+		p.warnf("sriov DEL: %v; using the cache", err)
+	}
+	rec, err := p.findRecord(conf.DeviceID, args.ContainerID, args.IfName)
+	if errors.Is(err, os.ErrNotExist) {
+		// ADD never recorded anything (it failed before touching the VF), or DEL already ran.
+		if conf.IPAMType != "" {
+			if err := p.IPAM.Del(conf.IPAMType, args.StdinData); err != nil {
+				return fmt.Errorf("IPAM plugin %q DEL: %w", conf.IPAMType, err)
+			}
+		}
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	lk, err := netops.LockFile(p.lockPath(rec.DeviceID))
+	if err != nil {
+		return err
+	}
+	defer lk.UnlockAndRemove()
+	// Re-read under the lock: a concurrent DEL may have finished.
+	if rec, err = p.findRecord(rec.DeviceID, args.ContainerID, args.IfName); errors.Is(err, os.ErrNotExist) {
+		return nil
+	} else if err != nil {
+		return err
+	}
+	hostNS, err := ns.GetCurrentNS()
+	if err != nil {
+		return fmt.Errorf("open host netns: %w", err)
+	}
+	defer hostNS.Close()
+	var podNS ns.NetNS
+	if args.Netns != "" {
+		if n, err := ns.GetNS(args.Netns); err == nil {
+			podNS = n
+			defer n.Close()
+		} else if !isNSGone(err) {
+			return fmt.Errorf("open pod netns %q: %w", args.Netns, err)
+		}
+	}
+	stdin := args.StdinData
+	if conf.IPAMType == "" {
+		stdin = nil // use the cached config for IPAM DEL
+	}
+	if err := p.teardown(rec, hostNS, podNS, stdin); err != nil {
+		return err
+	}
+	if err := os.Remove(p.cachePath(rec.DeviceID)); err != nil && !os.IsNotExist(err) {
+		return fmt.Errorf("sriov cache: %w", err)
+	}
+	return nil
+}
+
+func isNSGone(err error) bool {
+	var nsErr ns.NSPathNotExistErr
+	var nsNot ns.NSPathNotNSErr
+	return errors.As(err, &nsErr) || errors.As(err, &nsNot) || errors.Is(err, os.ErrNotExist)
+}
+
+// Check verifies the interface, its addresses and routes and the VF
+// settings against the cache and the previous result.
+func (p *Plugin) Check(args *skel.CmdArgs) error {
+	conf, err := ParseLoose(args.StdinData)
+	if err != nil {
+		return err
+	}
+	rec, err := p.findRecord(conf.DeviceID, args.ContainerID, args.IfName)
+	if err != nil {
+		return fmt.Errorf("sriov CHECK: %w", err)
+	}
+	var prev current.Result
+	if len(rec.Result) > 0 {
+		if err := json.Unmarshal(rec.Result, &prev); err != nil {
+			return fmt.Errorf("sriov CHECK: cached result: %w", err)
+		}
+	}
+	if conf.IPAMType != "" {
+		if err := p.IPAM.Check(conf.IPAMType, args.StdinData); err != nil {
+			return fmt.Errorf("IPAM plugin %q CHECK: %w", conf.IPAMType, err)
+		}
+	}
+	podNS, err := ns.GetNS(args.Netns)
+	if err != nil {
+		return fmt.Errorf("open pod netns %q: %w", args.Netns, err)
+	}
+	defer podNS.Close()
+	var problems []string
+	err = podNS.Do(func(ns.NetNS) error {
+		l, err := netops.LinkByName(args.IfName)
+		if err != nil {
+			return fmt.Errorf("interface %s of VF %s: %w", args.IfName, rec.DeviceID, err)
+		}
+		if l.MAC.String() != rec.PodMAC {
+			problems = append(problems, fmt.Sprintf("%s MAC is %s, want %s", args.IfName, l.MAC, rec.PodMAC))
+		}
+		if rec.Conf.MTU != 0 && l.MTU != rec.Conf.MTU {
+			problems = append(problems, fmt.Sprintf("%s MTU is %d, want %d", args.IfName, l.MTU, rec.Conf.MTU))
+		}
+		if !l.Up {
+			problems = append(problems, fmt.Sprintf("%s is down", args.IfName))
+		}
+		if len(prev.IPs) > 0 {
+			if err := ip.ValidateExpectedInterfaceIPs(args.IfName, prev.IPs); err != nil {
+				problems = append(problems, err.Error())
+			}
+			if err := ip.ValidateExpectedRoute(prev.Routes); err != nil {
+				problems = append(problems, err.Error())
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	st, err := p.VF.VFState(rec.PF, rec.VFIndex)
+	if err != nil {
+		return err
+	}
+	c := rec.Conf
+	want := func(field string, got, exp any) {
+		if fmt.Sprint(got) != fmt.Sprint(exp) {
+			problems = append(problems, fmt.Sprintf("VF %d of %s: %s is %v, want %v", rec.VFIndex, rec.PF, field, got, exp))
+		}
+	}
+	want("vlan", st.Vlan, c.Vlan)
+	want("qos", st.QoS, c.VlanQoS)
+	want("proto", strings.ToLower(st.Proto), strings.ToLower(c.VlanProto))
+	if c.MAC != "" {
+		want("mac", st.MAC, c.MAC)
+	}
+	if c.SpoofChk != nil {
+		want("spoofchk", st.Spoofchk, *c.SpoofChk)
+	}
+	if c.Trust != nil {
+		want("trust", st.Trust, *c.Trust)
+	}
+	if c.LinkState != "" {
+		want("state", st.LinkState, c.LinkState)
+	}
+	if c.MinTxRate != nil {
+		want("min_tx_rate", st.MinTxRate, *c.MinTxRate)
+	}
+	if c.MaxTxRate != nil {
+		want("max_tx_rate", st.MaxTxRate, *c.MaxTxRate)
+	}
+	if len(problems) > 0 {
+		sort.Strings(problems)
+		return fmt.Errorf("sriov CHECK for container %s: %s", args.ContainerID, strings.Join(problems, "; "))
+	}
+	return nil
+}
