@@ -83,6 +83,7 @@ type Function struct {
 	VFs       []string     `json:"vfs,omitempty"`
 	Netdevs   []string     `json:"netdevs,omitempty"`
 	OperState string       `json:"operstate,omitempty"` // of the first netdev; "" when not visible
+	AdminUp   bool         `json:"admin_up,omitempty"`  // IFF_UP of the first netdev
 	LinkLayer string       `json:"link_layer,omitempty"`
 	RDMA      []RDMADevice `json:"rdma,omitempty"`
 	NUMA      int          `json:"numa"`
@@ -233,6 +234,11 @@ func readFunction(fs sysfs.FS, bdf string, rdma []string) *Function {
 	f.Netdevs = fs.Netdevs(bdf)
 	if nd := f.Netdev(); nd != "" {
 		f.OperState, _ = fs.NetdevAttr(nd, "operstate")
+		if fl, err := fs.NetdevAttr(nd, "flags"); err == nil {
+			if v, err := strconv.ParseUint(strings.TrimPrefix(fl, "0x"), 16, 32); err == nil {
+				f.AdminUp = v&0x1 != 0
+			}
+		}
 	}
 	if rel, err := fs.ResolvedPath(bdf); err == nil {
 		parts := strings.Split(rel, string(filepath.Separator))

@@ -240,7 +240,20 @@ func (n *Node) SetNumVFs(pf Function, from, to int) error {
 	return writeFile(n.Devices[pf.BDF], "sriov_numvfs", strconv.Itoa(to))
 }
 
-// SetOperState writes operstate (and carrier) of a netdev.
+func flags(up bool) string {
+	if up {
+		return "0x1003" // IFF_UP|IFF_BROADCAST|IFF_MULTICAST
+	}
+	return "0x1002"
+}
+
+// SetAdminUp sets or clears IFF_UP in a netdev's flags.
+func (n *Node) SetAdminUp(netdev string, up bool) error {
+	return writeFile(filepath.Join(n.Root, "class/net", netdev), "flags", flags(up))
+}
+
+// SetOperState writes operstate (and carrier) of an admin-up netdev: "down"
+// then means the link failed (no carrier).
 func (n *Node) SetOperState(netdev, state string) error {
 	dir := filepath.Join(n.Root, "class/net", netdev)
 	carrier := "0"
@@ -358,13 +371,17 @@ func (n *Node) writeNetdev(dir string, f Function, netdev string) error {
 	if oper == "" {
 		oper = "up"
 	}
+	if oper == "admindown" {
+		// administratively down: flags without IFF_UP, operstate down
+		defer func() { _ = writeFile(nd, "operstate", "down") }()
+	}
 	carrier := "0"
 	if oper == "up" {
 		carrier = "1"
 	}
 	for name, val := range map[string]string{
 		"address": mac, "type": typ, "mtu": strconv.Itoa(mtu), "operstate": oper, "carrier": carrier,
-		"ifindex": strconv.Itoa(int(n.macSeq) + 100),
+		"ifindex": strconv.Itoa(int(n.macSeq) + 100), "flags": flags(oper != "admindown"),
 	} {
 		if err := writeFile(nd, name, val); err != nil {
 			return err

@@ -1,0 +1,368 @@
+// Package agent is the node agent's engine: it discovers the node's RDMA
+// hardware, builds the configured pools, serves each advertised pool over
+// the Device Plugin API, keeps device health and membership current, picks
+// up configuration changes, and re-registers when kubelet restarts. Nothing
+// here needs a restart of the agent.
+package agent
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"sort"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/fsnotify/fsnotify"
+
+	"github.com/rdmanet/rdmanet/internal/deviceplugin"
+	"github.com/rdmanet/rdmanet/internal/deviceplugin/config"
+	"github.com/rdmanet/rdmanet/internal/inventory"
+)
+
+// HostProbe reads what only the kernel knows (through netlink): which links
+// carry the default route and the RDMA subsystem's netns mode.
+type HostProbe interface {
+	DefaultRouteLinks() ([]string, error)
+	// RDMANetnsMode returns "exclusive" or "shared"; an error when the
+	// kernel cannot tell (no RDMA subsystem).
+	RDMANetnsMode() (string, error)
+}
+
+// Options configure the agent. Every host path is a parameter.
+type Options struct {
+	SysfsRoot     string
+	ConfigPaths   []string
+	PluginDir     string // kubelet device-plugin dir
+	KubeletSocket string // default <PluginDir>/kubelet.sock
+	DevInfoDir    string
+	NetnsModeFlag string // operator's statement of the RDMA netns mode
+	Probe         HostProbe
+	Resync        time.Duration // rescan and socket check interval
+	Logger        *slog.Logger
+}
+
+func (o *Options) defaults() {
+	if o.KubeletSocket == "" {
+		o.KubeletSocket = filepath.Join(o.PluginDir, "kubelet.sock")
+	}
+	if o.Resync <= 0 {
+		o.Resync = 500 * time.Millisecond
+	}
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+}
+
+// Snapshot is one discovery + pool build.
+type Snapshot struct {
+	Node  *inventory.Node
+	Pools []*deviceplugin.Pool
+}
+
+// LoadConfig reads and merges the pool configuration files.
+func LoadConfig(paths []string) ([]config.Pool, error) {
+	if len(paths) == 0 {
+		return nil, errors.New("no pool configuration: give --config with the SR-IOV device plugin config.json (resourceList) and/or the rdma-shared-dev-plugin config (configList)")
+	}
+	var sets [][]config.Pool
+	for _, p := range paths {
+		b, err := os.ReadFile(p)
+		if err != nil {
+			return nil, fmt.Errorf("read pool config: %w", err)
+		}
+		pools, err := config.Parse(p, b)
+		if err != nil {
+			return nil, fmt.Errorf("pool config: %w", err)
+		}
+		sets = append(sets, pools)
+	}
+	return config.Merge(sets...)
+}
+
+// Discover runs one discovery with the given pool specs.
+func Discover(o Options, specs []config.Pool) (*Snapshot, error) {
+	io := inventory.Options{SysfsRoot: o.SysfsRoot, NetnsModeFlag: o.NetnsModeFlag}
+	if o.Probe != nil {
+		links, err := o.Probe.DefaultRouteLinks()
+		if err != nil {
+			return nil, fmt.Errorf("read default route: %w", err)
+		}
+		io.DefaultRouteLinks = links
+		io.NetnsMode, io.NetnsModeErr = o.Probe.RDMANetnsMode()
+		if io.NetnsModeErr != nil {
+			io.NetnsMode = ""
+		}
+	}
+	node, err := inventory.Discover(io)
+	if err != nil {
+		return nil, err
+	}
+	pools, err := deviceplugin.Build(node, specs)
+	if err != nil {
+		return nil, err
+	}
+	return &Snapshot{Node: node, Pools: pools}, nil
+}
+
+// Agent serves the pools.
+type Agent struct {
+	o   Options
+	log *slog.Logger
+
+	mu          sync.Mutex
+	specs       []config.Pool
+	servers     map[string]*deviceplugin.Server
+	registered  map[string]bool
+	kubeletIno  uint64
+	last        *Snapshot
+	configError error
+	reconciles  int
+}
+
+// New validates the configuration once (a bad file at start is fatal).
+func New(o Options) (*Agent, error) {
+	o.defaults()
+	specs, err := LoadConfig(o.ConfigPaths)
+	if err != nil {
+		return nil, err
+	}
+	return &Agent{o: o, log: o.Logger, specs: specs, servers: map[string]*deviceplugin.Server{}, registered: map[string]bool{}}, nil
+}
+
+// Last returns the most recent snapshot.
+func (a *Agent) Last() *Snapshot {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.last
+}
+
+// Server returns the server of a resource, or nil.
+func (a *Agent) Server(resource string) *deviceplugin.Server {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.servers[resource]
+}
+
+// Run serves until ctx ends, then stops every server and removes its socket.
+func (a *Agent) Run(ctx context.Context) error {
+	watcher, err := fsnotify.NewWatcher()
+	if err != nil {
+		return fmt.Errorf("watch config files: %w", err)
+	}
+	defer watcher.Close()
+	// Watch directories: ConfigMap volumes swap a ..data symlink, which
+	// only shows up as events on the directory.
+	dirs := map[string]bool{}
+	for _, p := range a.o.ConfigPaths {
+		dirs[filepath.Dir(p)] = true
+	}
+	for d := range dirs {
+		if err := watcher.Add(d); err != nil {
+			a.log.Warn("cannot watch config dir; changes are picked up on the periodic rescan only", "dir", d, "err", err)
+		}
+	}
+	defer a.stopAll()
+	a.reconcile(ctx, true)
+	tick := time.NewTicker(a.o.Resync)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case ev := <-watcher.Events:
+			if a.isConfigEvent(ev) {
+				a.reconcile(ctx, true)
+			}
+		case err := <-watcher.Errors:
+			a.log.Warn("config watch error", "err", err)
+		case <-tick.C:
+			a.reconcile(ctx, false)
+		}
+	}
+}
+
+func (a *Agent) isConfigEvent(ev fsnotify.Event) bool {
+	for _, p := range a.o.ConfigPaths {
+		if filepath.Clean(ev.Name) == filepath.Clean(p) || filepath.Base(ev.Name) == "..data" {
+			return true
+		}
+	}
+	return false
+}
+
+// reconcile rescans the node, rebuilds the pools, starts/stops/updates
+// servers, and re-registers with kubelet when needed.
+func (a *Agent) reconcile(ctx context.Context, reloadConfig bool) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.reconciles++
+	if reloadConfig && a.reconciles > 1 {
+		specs, err := LoadConfig(a.o.ConfigPaths)
+		switch {
+		case err != nil:
+			if a.configError == nil || a.configError.Error() != err.Error() {
+				a.log.Error("new pool configuration rejected; keeping the previous one", "err", err)
+			}
+			a.configError = err
+		default:
+			if a.configError != nil {
+				a.log.Info("pool configuration is valid again")
+			}
+			a.configError = nil
+			a.specs = specs
+			a.log.Info("pool configuration reloaded", "pools", len(specs))
+		}
+	}
+	snap, err := Discover(a.o, a.specs)
+	if err != nil {
+		// An overlap or an unreadable bus: keep serving what we had.
+		a.log.Error("discovery failed; keeping the previous pools", "err", err)
+		return
+	}
+	a.logChanges(snap)
+	a.last = snap
+	want := map[string]*deviceplugin.Pool{}
+	for _, p := range snap.Pools {
+		if p.Advertised {
+			want[p.Resource] = p
+		}
+	}
+	for res, srv := range a.servers {
+		if _, ok := want[res]; !ok {
+			a.log.Info("pool no longer advertised; stopping its server", "resource", res)
+			srv.Stop()
+			delete(a.servers, res)
+			delete(a.registered, res)
+		}
+	}
+	kubeletChanged := a.kubeletRestarted()
+	for _, res := range sortedKeys(want) {
+		p := want[res]
+		srv := a.servers[res]
+		if srv == nil {
+			srv = deviceplugin.NewServer(p, deviceplugin.ServerOptions{PluginDir: a.o.PluginDir, DevInfoDir: a.o.DevInfoDir, RDMACM: snap.Node.RDMACM, Logger: a.log})
+			if err := srv.Start(); err != nil {
+				a.log.Error("cannot serve pool", "resource", res, "err", err)
+				continue
+			}
+			a.servers[res] = srv
+			a.registered[res] = false
+			a.log.Info("serving pool", "pool", p.Summary(), "socket", srv.Socket())
+		} else if srv.Update(p) {
+			a.log.Info("pool devices changed", "pool", p.Summary())
+		}
+		// kubelet deletes every socket in its dir when it starts: serve again.
+		if _, err := os.Stat(srv.Socket()); err != nil {
+			a.log.Warn("our socket disappeared (kubelet restarted?); serving again", "socket", srv.Socket())
+			srv.Stop()
+			srv = deviceplugin.NewServer(p, deviceplugin.ServerOptions{PluginDir: a.o.PluginDir, DevInfoDir: a.o.DevInfoDir, RDMACM: snap.Node.RDMACM, Logger: a.log})
+			if err := srv.Start(); err != nil {
+				a.log.Error("cannot serve pool", "resource", res, "err", err)
+				continue
+			}
+			a.servers[res] = srv
+			a.registered[res] = false
+		}
+		if kubeletChanged {
+			a.registered[res] = false
+		}
+		if !a.registered[res] && a.kubeletIno != 0 {
+			if err := srv.Register(ctx, a.o.KubeletSocket); err != nil {
+				a.log.Warn("registration failed; retrying on the next rescan", "resource", res, "err", err)
+				continue
+			}
+			a.registered[res] = true
+			a.log.Info("registered with kubelet", "resource", res, "kubelet", a.o.KubeletSocket)
+		}
+	}
+}
+
+// kubeletRestarted reports whether kubelet.sock was (re)created since the last look.
+func (a *Agent) kubeletRestarted() bool {
+	var ino uint64
+	if fi, err := os.Stat(a.o.KubeletSocket); err == nil {
+		if st, ok := fi.Sys().(*syscall.Stat_t); ok {
+			ino = st.Ino
+		}
+	}
+	changed := ino != a.kubeletIno
+	if changed && ino != 0 && a.kubeletIno != 0 {
+		a.log.Info("kubelet socket recreated (kubelet restarted); re-registering every pool")
+	}
+	a.kubeletIno = ino
+	return changed
+}
+
+func (a *Agent) logChanges(snap *Snapshot) {
+	prev := map[string]string{}
+	if a.last != nil {
+		for _, p := range a.last.Pools {
+			prev[p.Resource] = problemKey(p)
+		}
+	}
+	for _, p := range snap.Pools {
+		if k := problemKey(p); k != prev[p.Resource] && len(p.Problems) > 0 {
+			for _, pr := range p.Problems {
+				a.log.Warn("pool problem", "resource", p.Resource, "problem", pr)
+			}
+		}
+		if a.last == nil {
+			continue
+		}
+		old := a.pool(a.last, p.Resource)
+		if old == nil {
+			continue
+		}
+		oldH := map[string]string{}
+		for _, d := range old.Devices {
+			oldH[d.ID] = d.Health
+		}
+		for _, d := range p.Devices {
+			if h, ok := oldH[d.ID]; ok && h != d.Health {
+				a.log.Info("device health changed", "resource", p.Resource, "device", d.ID, "health", d.Health, "reason", d.Reason)
+			} else if !ok {
+				a.log.Info("device appeared", "resource", p.Resource, "device", d.ID)
+			}
+			delete(oldH, d.ID)
+		}
+		for id := range oldH {
+			a.log.Info("device vanished", "resource", p.Resource, "device", id)
+		}
+	}
+}
+
+func (a *Agent) pool(s *Snapshot, res string) *deviceplugin.Pool {
+	for _, p := range s.Pools {
+		if p.Resource == res {
+			return p
+		}
+	}
+	return nil
+}
+
+func problemKey(p *deviceplugin.Pool) string {
+	return fmt.Sprint(p.Problems)
+}
+
+func (a *Agent) stopAll() {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	for res, srv := range a.servers {
+		srv.Stop()
+		delete(a.servers, res)
+	}
+}
+
+func sortedKeys(m map[string]*deviceplugin.Pool) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
+}

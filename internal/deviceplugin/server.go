@@ -1,0 +1,275 @@
+package deviceplugin
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"sync"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/status"
+	pluginapi "k8s.io/kubelet/pkg/apis/deviceplugin/v1beta1"
+
+	"github.com/rdmanet/rdmanet/internal/deviceplugin/config"
+	"github.com/rdmanet/rdmanet/internal/devinfo"
+)
+
+// ServerOptions are the host paths a pool server uses.
+type ServerOptions struct {
+	PluginDir  string // kubelet device-plugin dir (sockets), e.g. /var/lib/kubelet/device-plugins
+	DevInfoDir string // NPWG device-info dir, e.g. /var/run/k8s.cni.cncf.io/devinfo/dp
+	RDMACM     bool   // whether /dev/infiniband/rdma_cm exists on the node
+	Logger     *slog.Logger
+}
+
+// Server serves one pool over the Device Plugin API on its own socket.
+type Server struct {
+	pluginapi.UnimplementedDevicePluginServer
+
+	resource string
+	socket   string
+	opts     ServerOptions
+	log      *slog.Logger
+
+	mu      sync.Mutex
+	pool    *Pool
+	changed chan struct{} // closed and replaced on every device change
+	grpc    *grpc.Server
+	stopped bool
+}
+
+// SocketName is the pool's socket file name inside the plugin dir.
+func SocketName(resource string) string {
+	r := strings.NewReplacer("/", "_", ".", "_")
+	return "rdmanet-" + r.Replace(resource) + ".sock"
+}
+
+// NewServer prepares a server for pool; Start serves it.
+func NewServer(pool *Pool, o ServerOptions) *Server {
+	log := o.Logger
+	if log == nil {
+		log = slog.Default()
+	}
+	return &Server{
+		resource: pool.Resource,
+		socket:   filepath.Join(o.PluginDir, SocketName(pool.Resource)),
+		opts:     o,
+		log:      log.With("resource", pool.Resource),
+		pool:     pool,
+		changed:  make(chan struct{}),
+	}
+}
+
+// Socket is the path the server listens on.
+func (s *Server) Socket() string { return s.socket }
+
+// Resource served.
+func (s *Server) Resource() string { return s.resource }
+
+// Start listens on the socket (replacing a stale one) and serves in the background.
+func (s *Server) Start() error {
+	if err := os.MkdirAll(s.opts.PluginDir, 0o755); err != nil {
+		return fmt.Errorf("device plugin dir %s: %w", s.opts.PluginDir, err)
+	}
+	if err := os.Remove(s.socket); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return fmt.Errorf("remove stale socket %s: %w", s.socket, err)
+	}
+	lis, err := net.Listen("unix", s.socket)
+	if err != nil {
+		return fmt.Errorf("listen on %s: %w", s.socket, err)
+	}
+	g := grpc.NewServer()
+	pluginapi.RegisterDevicePluginServer(g, s)
+	s.mu.Lock()
+	s.grpc, s.stopped = g, false
+	s.mu.Unlock()
+	go func() {
+		if err := g.Serve(lis); err != nil && !errors.Is(err, grpc.ErrServerStopped) {
+			s.log.Error("device plugin server stopped", "socket", s.socket, "err", err)
+		}
+	}()
+	return nil
+}
+
+// Stop ends serving and removes the socket. ListAndWatch streams end, which
+// tells kubelet the resource is gone.
+func (s *Server) Stop() {
+	s.mu.Lock()
+	g := s.grpc
+	s.grpc, s.stopped = nil, true
+	close(s.changed)
+	s.changed = make(chan struct{})
+	s.mu.Unlock()
+	if g != nil {
+		g.Stop()
+	}
+	_ = os.Remove(s.socket)
+}
+
+// Register tells kubelet about the pool (kubelet then dials our socket).
+func (s *Server) Register(ctx context.Context, kubeletSocket string) error {
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	conn, err := grpc.NewClient("unix://"+kubeletSocket, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		return fmt.Errorf("register %s with kubelet at %s: %w", s.resource, kubeletSocket, err)
+	}
+	defer conn.Close()
+	_, err = pluginapi.NewRegistrationClient(conn).Register(ctx, &pluginapi.RegisterRequest{
+		Version:      pluginapi.Version,
+		Endpoint:     filepath.Base(s.socket),
+		ResourceName: s.resource,
+		Options:      s.options(),
+	})
+	if err != nil {
+		return fmt.Errorf("register %s with kubelet at %s: %w", s.resource, kubeletSocket, err)
+	}
+	return nil
+}
+
+func (s *Server) options() *pluginapi.DevicePluginOptions {
+	return &pluginapi.DevicePluginOptions{PreStartRequired: false, GetPreferredAllocationAvailable: true}
+}
+
+// Update replaces the pool's devices; ListAndWatch streams see the new list
+// when anything kubelet can observe changed (IDs, health, topology).
+func (s *Server) Update(pool *Pool) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	old := s.pool
+	s.pool = pool
+	if reflect.DeepEqual(apiDevices(old), apiDevices(pool)) {
+		return false
+	}
+	close(s.changed)
+	s.changed = make(chan struct{})
+	return true
+}
+
+// Pool returns the current pool.
+func (s *Server) Pool() *Pool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.pool
+}
+
+func apiDevices(p *Pool) []*pluginapi.Device {
+	if p == nil {
+		return nil
+	}
+	out := make([]*pluginapi.Device, 0, len(p.Devices))
+	for _, d := range p.Devices {
+		ad := &pluginapi.Device{ID: d.ID, Health: d.Health}
+		if d.NUMA >= 0 {
+			ad.Topology = &pluginapi.TopologyInfo{Nodes: []*pluginapi.NUMANode{{ID: int64(d.NUMA)}}}
+		}
+		out = append(out, ad)
+	}
+	return out
+}
+
+// GetDevicePluginOptions implements the Device Plugin API.
+func (s *Server) GetDevicePluginOptions(context.Context, *pluginapi.Empty) (*pluginapi.DevicePluginOptions, error) {
+	return s.options(), nil
+}
+
+// ListAndWatch sends the device list now and after every change.
+func (s *Server) ListAndWatch(_ *pluginapi.Empty, stream grpc.ServerStreamingServer[pluginapi.ListAndWatchResponse]) error {
+	for {
+		s.mu.Lock()
+		devs, ch, stopped := apiDevices(s.pool), s.changed, s.stopped
+		s.mu.Unlock()
+		if stopped {
+			return nil
+		}
+		if err := stream.Send(&pluginapi.ListAndWatchResponse{Devices: devs}); err != nil {
+			return fmt.Errorf("ListAndWatch %s: %w", s.resource, err)
+		}
+		select {
+		case <-ch:
+		case <-stream.Context().Done():
+			return nil
+		}
+	}
+}
+
+// GetPreferredAllocation implements the Device Plugin API.
+func (s *Server) GetPreferredAllocation(_ context.Context, req *pluginapi.PreferredAllocationRequest) (*pluginapi.PreferredAllocationResponse, error) {
+	pool := s.Pool()
+	resp := &pluginapi.PreferredAllocationResponse{}
+	for _, cr := range req.ContainerRequests {
+		ids := pool.Preferred(cr.AvailableDeviceIDs, cr.MustIncludeDeviceIDs, int(cr.AllocationSize))
+		resp.ContainerResponses = append(resp.ContainerResponses, &pluginapi.ContainerPreferredAllocationResponse{DeviceIDs: ids})
+	}
+	return resp, nil
+}
+
+// Allocate returns what a container needs to use its devices: the
+// /dev/infiniband nodes, rdma_cm, the PCIDEVICE_ variable, and (exclusive
+// pools) a device-info file per VF for the CNI side.
+func (s *Server) Allocate(_ context.Context, req *pluginapi.AllocateRequest) (*pluginapi.AllocateResponse, error) {
+	pool := s.Pool()
+	byID := make(map[string]*Device, len(pool.Devices))
+	for i := range pool.Devices {
+		byID[pool.Devices[i].ID] = &pool.Devices[i]
+	}
+	resp := &pluginapi.AllocateResponse{}
+	for _, cr := range req.ContainerRequests {
+		car := &pluginapi.ContainerAllocateResponse{Envs: map[string]string{}}
+		seen := map[string]bool{}
+		addDev := func(path string) {
+			if seen[path] {
+				return
+			}
+			seen[path] = true
+			car.Devices = append(car.Devices, &pluginapi.DeviceSpec{HostPath: path, ContainerPath: path, Permissions: "rw"})
+		}
+		var pcis []string
+		for _, id := range cr.DevicesIds {
+			d := byID[id]
+			if d == nil {
+				return nil, status.Errorf(codes.InvalidArgument, "Allocate %s: device %q is not in the pool (it may have vanished since kubelet last listed it; kubelet will retry after the next ListAndWatch update)", s.resource, id)
+			}
+			if pool.Spec.Kind == config.Shared {
+				for _, h := range pool.HCAs {
+					for _, c := range h.CharDevs {
+						addDev(c)
+					}
+				}
+				continue
+			}
+			for _, c := range d.CharDevs {
+				addDev(c)
+			}
+			pcis = append(pcis, d.PCI)
+			if s.opts.DevInfoDir != "" {
+				if err := devinfo.Write(s.opts.DevInfoDir, s.resource, d.PCI, devinfo.PCI(d.PCI, d.PF, d.RDMA)); err != nil {
+					return nil, status.Errorf(codes.Internal, "Allocate %s: %v", s.resource, err)
+				}
+			}
+		}
+		if len(car.Devices) > 0 && s.opts.RDMACM {
+			addDev("/dev/infiniband/rdma_cm")
+		}
+		if len(pcis) > 0 {
+			car.Envs[EnvName(s.resource)] = strings.Join(pcis, ",")
+		}
+		s.log.Info("allocated", "devices", cr.DevicesIds, "device_nodes", len(car.Devices))
+		resp.ContainerResponses = append(resp.ContainerResponses, car)
+	}
+	return resp, nil
+}
+
+// PreStartContainer is not required (PreStartRequired is false).
+func (s *Server) PreStartContainer(context.Context, *pluginapi.PreStartContainerRequest) (*pluginapi.PreStartContainerResponse, error) {
+	return &pluginapi.PreStartContainerResponse{}, nil
+}
