@@ -26,8 +26,10 @@ func (m *multiFlag) Set(v string) error { *m = append(*m, v); return nil }
 
 type procProbe struct{ procRoot string }
 
-func (p procProbe) DefaultRouteLinks() ([]string, error) { return inventory.DefaultRouteLinks(p.procRoot) }
-func (p procProbe) RDMANetnsMode() (string, error)      { return rdmaNetnsMode() }
+func (p procProbe) DefaultRouteLinks() ([]string, error) {
+	return inventory.DefaultRouteLinks(p.procRoot)
+}
+func (p procProbe) RDMANetnsMode() (string, error) { return rdmaNetnsMode() }
 
 func main() {
 	os.Exit(run())

@@ -87,7 +87,7 @@ type Function struct {
 	LinkLayer string       `json:"link_layer,omitempty"`
 	RDMA      []RDMADevice `json:"rdma,omitempty"`
 	NUMA      int          `json:"numa"`
-	PCIRoot   string       `json:"pci_root,omitempty"`  // pci0000:40
+	PCIRoot   string       `json:"pci_root,omitempty"`   // pci0000:40
 	Upstream  string       `json:"pci_parent,omitempty"` // upstream bridge / switch port
 	// DefaultRoute is set when one of the netdevs carries the node's default route.
 	DefaultRoute bool `json:"default_route,omitempty"`

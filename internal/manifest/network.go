@@ -314,3 +314,11 @@ func NADFromObject(o *Object) []*NAD {
 	}
 	return nil
 }
+
+// PluginsOrEmpty returns the plugins of a possibly nil config.
+func (c *CNIConfig) PluginsOrEmpty() []CNIPlugin {
+	if c == nil {
+		return nil
+	}
+	return c.Plugins
+}

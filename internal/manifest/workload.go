@@ -236,3 +236,12 @@ func sortedKeys(m map[string]any) []string {
 	sort.Strings(keys)
 	return keys
 }
+
+// Decode converts the object into a typed API struct (e.g. corev1.Service).
+// Type mismatches are a *ParseError naming the object and the field.
+func Decode(o *Object, v any) error {
+	if err := decodeInto(o.Data, v); err != nil {
+		return &ParseError{File: o.Source.File, Line: o.Source.Line, Err: fmt.Errorf("%s does not decode as a %s: %w", o.Ref(), o.Kind, err)}
+	}
+	return nil
+}
