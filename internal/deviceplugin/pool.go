@@ -215,7 +215,7 @@ func matchSriov(node *inventory.Node, f *inventory.Function, s config.SriovSelec
 	if len(s.LinkTypes) > 0 && !contains(s.LinkTypes, linkTypeOf(f)) {
 		return false
 	}
-	if s.IsRdma && !f.HasRDMA() {
+	if s.IsRdma && !rdmaCapable(node, f) {
 		return false
 	}
 	if len(s.PFNames) > 0 {
@@ -242,6 +242,21 @@ func matchSriov(node *inventory.Node, f *inventory.Function, s config.SriovSelec
 		}
 	}
 	return true
+}
+
+// rdmaCapable: the function has an RDMA device, or it is a VF of an RDMA
+// PF (a VF whose RDMA device vanished stays in the pool, Unhealthy, rather
+// than silently leaving it).
+func rdmaCapable(node *inventory.Node, f *inventory.Function) bool {
+	if f.HasRDMA() {
+		return true
+	}
+	if f.IsVF {
+		if pf := node.Function(f.PF); pf != nil {
+			return pf.HasRDMA()
+		}
+	}
+	return false
 }
 
 func buildExclusive(node *inventory.Node, p *Pool) {
