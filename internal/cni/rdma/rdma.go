@@ -1,0 +1,290 @@
+package rdma
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/containernetworking/cni/pkg/skel"
+	"github.com/containernetworking/cni/pkg/types"
+	"github.com/containernetworking/cni/pkg/version"
+	"github.com/containernetworking/plugins/pkg/ns"
+
+	"github.com/rdmanet/rdmanet/internal/netops"
+	"github.com/rdmanet/rdmanet/internal/sysfs"
+)
+
+// DefaultStateDir is the upstream RDMA CNI's cache dir.
+const DefaultStateDir = "/var/lib/cni/rdma"
+
+// ADD steps (failpoint names).
+const (
+	StepCache = "cache"
+	StepMove  = "move"
+)
+
+// Steps lists the ADD steps in order.
+var Steps = []string{StepCache, StepMove}
+
+// Errors callers may test for.
+var (
+	ErrNotExclusive = errors.New("RDMA subsystem not in exclusive netns mode")
+	ErrNoPrevResult = errors.New("no prevResult")
+	ErrNoRDMADevice = errors.New("VF has no RDMA device")
+	ErrInUse        = errors.New("RDMA device in use")
+)
+
+// Plugin holds what the verbs run over.
+type Plugin struct {
+	Sysfs    sysfs.FS
+	RDMA     netops.RDMA
+	StateDir string
+	Fault    *netops.Failpoint
+}
+
+// Record is the cache entry of a moved RDMA device.
+type Record struct {
+	ContainerID string `json:"containerID"`
+	IfName      string `json:"ifName"`
+	Netns       string `json:"netns"`
+	DeviceID    string `json:"deviceID"`
+	RDMADev     string `json:"rdmaDev"`
+}
+
+func (p *Plugin) cachePath(bdf string) string { return filepath.Join(p.StateDir, bdf+".json") }
+func (p *Plugin) lockPath(bdf string) string  { return filepath.Join(p.StateDir, bdf+".lock") }
+
+func (p *Plugin) read(bdf string) (*Record, error) {
+	b, err := os.ReadFile(p.cachePath(bdf))
+	if err != nil {
+		return nil, err
+	}
+	var r Record
+	if err := json.Unmarshal(b, &r); err != nil {
+		return nil, fmt.Errorf("rdma cache %s is corrupt: %w", p.cachePath(bdf), err)
+	}
+	return &r, nil
+}
+
+func (p *Plugin) find(deviceID, containerID, ifName string) (*Record, error) {
+	match := func(r *Record) bool { return r.ContainerID == containerID && r.IfName == ifName }
+	if deviceID != "" {
+		r, err := p.read(deviceID)
+		if err != nil {
+			return nil, err
+		}
+		if !match(r) {
+			return nil, fmt.Errorf("VF %s is cached for container %s: %w", deviceID, r.ContainerID, os.ErrNotExist)
+		}
+		return r, nil
+	}
+	ents, err := os.ReadDir(p.StateDir)
+	if err != nil {
+		return nil, err
+	}
+	for _, e := range ents {
+		if !strings.HasSuffix(e.Name(), ".json") || strings.HasPrefix(e.Name(), ".") {
+			continue
+		}
+		if r, err := p.read(strings.TrimSuffix(e.Name(), ".json")); err == nil && match(r) {
+			return r, nil
+		}
+	}
+	return nil, fmt.Errorf("no rdma cache for container %s ifname %s: %w", containerID, ifName, os.ErrNotExist)
+}
+
+// RDMADevice returns the single RDMA device of a VF (sysfs <bdf>/infiniband/).
+func (p *Plugin) RDMADevice(bdf string) (string, error) {
+	devs := p.Sysfs.RDMADevices(bdf)
+	switch len(devs) {
+	case 1:
+		return devs[0], nil
+	case 0:
+		return "", fmt.Errorf("%w: %s/bus/pci/devices/%s/infiniband/ is empty; load the RDMA driver (mlx5_ib) on the node, "+
+			"and select only RDMA-capable VFs in the pool (isRdma: true)", ErrNoRDMADevice, p.Sysfs.Root, bdf)
+	}
+	return "", fmt.Errorf("VF %s has %d RDMA devices (%s); expected one", bdf, len(devs), strings.Join(devs, ", "))
+}
+
+func (p *Plugin) checkExclusive() error {
+	mode, err := p.RDMA.NetnsMode()
+	if err != nil {
+		return err
+	}
+	if mode != netops.RDMANetnsExclusive {
+		return fmt.Errorf("%w: `rdma system` reports netns %s; a VF's RDMA device can only follow its netdev into the pod in exclusive mode. "+
+			"Fix on the node at boot, before pods start: `rdma system set netns exclusive` "+
+			"(persist with `options ib_core netns_mode=0` in /etc/modprobe.d/ib_core.conf). "+
+			"Shared mode is for the macvlan/shared-HCA setup, which does not use the rdma plugin", ErrNotExclusive, mode)
+	}
+	return nil
+}
+
+// Add moves the VF's RDMA device into the pod and passes prevResult on.
+func (p *Plugin) Add(args *skel.CmdArgs) (_ types.Result, err error) {
+	conf, err := Parse(args.StdinData)
+	if err != nil {
+		return nil, err
+	}
+	if err := version.ParsePrevResult(&conf.NetConf); err != nil {
+		return nil, fmt.Errorf("rdma: parse prevResult: %w", err)
+	}
+	if conf.NetConf.PrevResult == nil {
+		return nil, fmt.Errorf("%w: the rdma plugin must be chained after a plugin that attaches the VF (sriov) in the NAD's \"plugins\" list", ErrNoPrevResult)
+	}
+	dev, err := p.RDMADevice(conf.DeviceID)
+	if err != nil {
+		return nil, err
+	}
+	if err := p.checkExclusive(); err != nil {
+		return nil, err
+	}
+	podNS, err := ns.GetNS(args.Netns)
+	if err != nil {
+		return nil, fmt.Errorf("open pod netns %q: %w", args.Netns, err)
+	}
+	defer podNS.Close()
+	hostNS, err := ns.GetCurrentNS()
+	if err != nil {
+		return nil, fmt.Errorf("open host netns: %w", err)
+	}
+	defer hostNS.Close()
+
+	lk, err := netops.LockFile(p.lockPath(conf.DeviceID))
+	if err != nil {
+		return nil, err
+	}
+	defer lk.UnlockAndRemove()
+	if r, err := p.read(conf.DeviceID); err == nil {
+		return nil, fmt.Errorf("%w: RDMA device %s of VF %s is in use by container %s (netns %s)", ErrInUse, dev, conf.DeviceID, r.ContainerID, r.Netns)
+	} else if !errors.Is(err, os.ErrNotExist) {
+		return nil, err
+	}
+	rec := &Record{ContainerID: args.ContainerID, IfName: args.IfName, Netns: args.Netns, DeviceID: conf.DeviceID, RDMADev: dev}
+	b, _ := json.Marshal(rec)
+	if err := netops.WriteFileAtomic(p.cachePath(conf.DeviceID), b, 0o600); err != nil {
+		return nil, fmt.Errorf("rdma cache: %w", err)
+	}
+	success := false
+	defer func() {
+		if success {
+			return
+		}
+		if rbErr := p.moveBack(rec, hostNS, podNS); rbErr != nil {
+			err = fmt.Errorf("%w; rollback also failed (cache kept for DEL): %w", err, rbErr)
+			return
+		}
+		_ = os.Remove(p.cachePath(conf.DeviceID))
+	}()
+	if err := p.Fault.Hit(StepCache); err != nil {
+		return nil, err
+	}
+	if err := p.RDMA.Move(dev, hostNS, podNS); err != nil {
+		return nil, err
+	}
+	if err := p.Fault.Hit(StepMove); err != nil {
+		return nil, err
+	}
+	success = true
+	return conf.NetConf.PrevResult, nil
+}
+
+// moveBack returns the device to the host; podNS nil means the pod netns is gone.
+func (p *Plugin) moveBack(r *Record, hostNS, podNS ns.NetNS) error {
+	if podNS != nil {
+		in, err := p.RDMA.InNetns(r.RDMADev, podNS)
+		if err != nil {
+			return err
+		}
+		if in {
+			return p.RDMA.Move(r.RDMADev, podNS, hostNS)
+		}
+	}
+	in, err := p.RDMA.InNetns(r.RDMADev, hostNS)
+	if err != nil {
+		return err
+	}
+	if !in {
+		if len(p.Sysfs.RDMADevices(r.DeviceID)) == 0 && !p.Sysfs.Exists(r.DeviceID) {
+			return nil // VF gone
+		}
+		return fmt.Errorf("RDMA device %s of VF %s is in neither the pod netns %s nor the host; the kernel returns it when the pod netns is destroyed — retry DEL",
+			r.RDMADev, r.DeviceID, r.Netns)
+	}
+	return nil
+}
+
+// Del moves the RDMA device back; it succeeds when there is nothing to do.
+func (p *Plugin) Del(args *skel.CmdArgs) error {
+	conf, err := ParseLoose(args.StdinData)
+	if err != nil {
+		conf = &Config{}
+	}
+	rec, err := p.find(conf.DeviceID, args.ContainerID, args.IfName)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	lk, err := netops.LockFile(p.lockPath(rec.DeviceID))
+	if err != nil {
+		return err
+	}
+	defer lk.UnlockAndRemove()
+	if rec, err = p.find(rec.DeviceID, args.ContainerID, args.IfName); errors.Is(err, os.ErrNotExist) {
+		return nil
+	} else if err != nil {
+		return err
+	}
+	hostNS, err := ns.GetCurrentNS()
+	if err != nil {
+		return fmt.Errorf("open host netns: %w", err)
+	}
+	defer hostNS.Close()
+	var podNS ns.NetNS
+	if args.Netns != "" {
+		if n, err := ns.GetNS(args.Netns); err == nil {
+			podNS = n
+			defer n.Close()
+		}
+	}
+	if err := p.moveBack(rec, hostNS, podNS); err != nil {
+		return err
+	}
+	if err := os.Remove(p.cachePath(rec.DeviceID)); err != nil && !os.IsNotExist(err) {
+		return fmt.Errorf("rdma cache: %w", err)
+	}
+	return nil
+}
+
+// Check verifies the RDMA device is in the pod netns and the mode is exclusive.
+func (p *Plugin) Check(args *skel.CmdArgs) error {
+	conf, err := ParseLoose(args.StdinData)
+	if err != nil {
+		return err
+	}
+	rec, err := p.find(conf.DeviceID, args.ContainerID, args.IfName)
+	if err != nil {
+		return fmt.Errorf("rdma CHECK: %w", err)
+	}
+	if err := p.checkExclusive(); err != nil {
+		return err
+	}
+	podNS, err := ns.GetNS(args.Netns)
+	if err != nil {
+		return fmt.Errorf("open pod netns %q: %w", args.Netns, err)
+	}
+	defer podNS.Close()
+	in, err := p.RDMA.InNetns(rec.RDMADev, podNS)
+	if err != nil {
+		return err
+	}
+	if !in {
+		return fmt.Errorf("rdma CHECK: RDMA device %s of VF %s is not in pod netns %s", rec.RDMADev, rec.DeviceID, args.Netns)
+	}
+	return nil
+}
