@@ -170,11 +170,11 @@ func TestNetnsModeGating(t *testing.T) {
 	cfg := `{"resourceList":[{"resourceName":"x","selectors":{"pfNames":["enp65s0f0np0"],"isRdma":true}}],
 		"configList":[{"resourceName":"s","rdmaHcaMax":4,"selectors":{"ifNames":["ens8f0np0"]}}]}`
 	tests := []struct {
-		name                 string
-		mode                 string
-		exclusive, shared    bool
-		exclusiveProblem     string
-		sharedProblem        string
+		name              string
+		mode              string
+		exclusive, shared bool
+		exclusiveProblem  string
+		sharedProblem     string
 	}{
 		{"exclusive mode", "exclusive", true, false, "", "rdma system set netns shared"},
 		{"shared mode", "shared", false, true, "rdma system set netns exclusive", ""},
