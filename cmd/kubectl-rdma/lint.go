@@ -1,0 +1,81 @@
+package main
+
+import (
+	"fmt"
+
+	"github.com/spf13/cobra"
+
+	"github.com/rdmanet/rdmanet/internal/lint"
+	"github.com/rdmanet/rdmanet/internal/manifest"
+)
+
+func init() { register(newLintCmd) }
+
+func newLintCmd(s streams) *cobra.Command {
+	var output string
+	var listRules bool
+	cmd := &cobra.Command{
+		Use:   "lint PATH...",
+		Short: "Check training workloads, NADs and device plugin configs against the RDMA rules",
+		Long: `lint reads Kubernetes manifests (YAML or JSON; files, directories, or - for
+stdin; multi-document files and Lists) and, for every pod template, decides its
+RDMA mode (exclusive, shared, host, tcp, unknown) from the evidence, then checks
+it against the NetworkAttachmentDefinitions, device plugin pools and Services of
+the same input.
+
+Understood: Pod, Deployment, StatefulSet, DaemonSet, ReplicaSet, Job, CronJob,
+PyTorchJob/MPIJob/TFJob (kubeflow.org), Volcano Job, JobSet, LeaderWorkerSet;
+NetworkAttachmentDefinition; ConfigMaps holding a SR-IOV device plugin
+"resourceList" or an rdma-shared-dev-plugin "configList"; NicClusterPolicy,
+MacvlanNetwork, IPoIBNetwork, SriovNetworkNodePolicy, SpiderMultusConfig;
+the k8s.v1.cni.cncf.io/networks and tke.cloud.tencent.com/networks annotations.
+
+Lint related objects together (e.g. a whole directory): the three-place
+resource name check, NAD lookups and the rendezvous Service checks need them.
+
+Exit status: 0 no error findings, 1 at least one error finding, 2 input that
+cannot be read or parsed (the message names the file and line).
+
+Rules: docs/lint-rules.md, or 'kubectl rdma lint --rules'.`,
+		Example: `  kubectl rdma lint examples/seeds/exclusive/
+  kubectl rdma lint -o json job.yaml nad.yaml sriovdp-config.yaml
+  helm template ./chart | kubectl rdma lint -`,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if listRules {
+				for _, r := range lint.Catalogue {
+					fmt.Fprintf(s.out, "%s  %-8s %-38s %s\n", r.ID, r.Severity, r.Name, r.Summary)
+				}
+				return nil
+			}
+			if len(args) == 0 {
+				return &exitError{code: exitInput, err: fmt.Errorf("lint: give at least one file, directory or - (stdin)")}
+			}
+			if output != "text" && output != "json" {
+				return &exitError{code: exitInput, err: fmt.Errorf("lint: -o %q: want text or json", output)}
+			}
+			objs, err := manifest.ReadPaths(args, s.in)
+			if err != nil {
+				return &exitError{code: exitInput, err: err}
+			}
+			res, err := lint.Lint(objs)
+			if err != nil {
+				return &exitError{code: exitInput, err: err}
+			}
+			if output == "json" {
+				err = res.WriteJSON(s.out)
+			} else {
+				err = res.WriteText(s.out, lint.TextOptions{Color: isTerminal(s.out)})
+			}
+			if err != nil {
+				return &exitError{code: exitInput, err: err}
+			}
+			if res.Count(lint.Error) > 0 {
+				return &exitError{code: exitFindings}
+			}
+			return nil
+		},
+	}
+	cmd.Flags().StringVarP(&output, "output", "o", "text", "output format: text or json")
+	cmd.Flags().BoolVar(&listRules, "rules", false, "list the rule catalogue and exit")
+	return cmd
+}

@@ -1,0 +1,170 @@
+package lint
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"sort"
+	"strings"
+)
+
+// WriteJSON writes the result in the machine format:
+// {"workloads":[{"kind","namespace","name","mode","evidence"}],"findings":[{"rule","severity","object","field","message","fix"}]}
+func (r *Result) WriteJSON(w io.Writer) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	enc.SetEscapeHTML(false)
+	return enc.Encode(r)
+}
+
+// TextOptions control the human format.
+type TextOptions struct {
+	Color bool // ANSI colours (only on a terminal)
+}
+
+const (
+	ansiReset  = "\x1b[0m"
+	ansiBold   = "\x1b[1m"
+	ansiRed    = "\x1b[31m"
+	ansiYellow = "\x1b[33m"
+	ansiCyan   = "\x1b[36m"
+	ansiGreen  = "\x1b[32m"
+	ansiDim    = "\x1b[2m"
+)
+
+// WriteText writes the result for people: one block per workload (mode,
+// evidence, its findings), then the findings on network and pool objects,
+// then a summary line.
+func (r *Result) WriteText(w io.Writer, opt TextOptions) error {
+	p := &printer{w: w, color: opt.Color}
+	byWorkload := map[int][]Finding{}
+	for _, f := range r.Findings {
+		byWorkload[f.workload] = append(byWorkload[f.workload], f)
+	}
+	for i, wl := range r.Workloads {
+		p.printf("%s  mode %s\n", p.c(ansiBold, refOf(wl)), p.c(modeColor(wl.Mode), wl.Mode))
+		for _, e := range wl.Evidence {
+			p.printf("  %s %s\n", p.c(ansiDim, "·"), e)
+		}
+		fs := byWorkload[i]
+		if len(fs) == 0 {
+			p.printf("  %s\n", p.c(ansiGreen, "✓ no findings"))
+		}
+		for _, f := range fs {
+			p.finding(f, "  ")
+		}
+		p.printf("\n")
+	}
+	others := byWorkload[-1]
+	if len(others) > 0 {
+		p.printf("%s\n", p.c(ansiBold, "Networks and device plugin pools"))
+		var last string
+		for _, f := range others {
+			if f.Object != last {
+				p.printf("  %s\n", f.Object)
+				last = f.Object
+			}
+			p.finding(f, "    ")
+		}
+		p.printf("\n")
+	}
+	p.printf("%s, %s, %s, %s\n", plural(len(r.Workloads), "workload"),
+		p.c(ansiRed, plural(r.Count(Error), "error")),
+		p.c(ansiYellow, plural(r.Count(Warning), "warning")),
+		p.c(ansiCyan, fmt.Sprintf("%d info", r.Count(Info))))
+	return p.err
+}
+
+func refOf(w Workload) string {
+	if w.Namespace == "" {
+		return w.Kind + "/" + w.Name
+	}
+	return w.Kind + "/" + w.Namespace + "/" + w.Name
+}
+
+type printer struct {
+	w     io.Writer
+	color bool
+	err   error
+}
+
+func (p *printer) printf(format string, args ...any) {
+	if p.err != nil {
+		return
+	}
+	_, p.err = fmt.Fprintf(p.w, format, args...)
+}
+
+func (p *printer) c(code, s string) string {
+	if !p.color {
+		return s
+	}
+	return code + s + ansiReset
+}
+
+func (p *printer) finding(f Finding, indent string) {
+	sev := fmt.Sprintf("%-7s", f.Severity)
+	switch f.Severity {
+	case Error:
+		sev = p.c(ansiRed, sev)
+	case Warning:
+		sev = p.c(ansiYellow, sev)
+	default:
+		sev = p.c(ansiCyan, sev)
+	}
+	name := ""
+	if r, ok := ruleByID[f.Rule]; ok {
+		name = " " + r.Name
+	}
+	p.printf("%s%s %s%s\n", indent, sev, f.Rule, p.c(ansiDim, name))
+	pad := indent + "        "
+	if f.Field != "" {
+		p.printf("%sfield: %s\n", pad, f.Field)
+	}
+	p.printf("%s%s\n", pad, f.Message)
+	if f.Fix != "" {
+		p.printf("%sfix:   %s\n", pad, f.Fix)
+	}
+}
+
+func modeColor(m string) string {
+	switch m {
+	case ModeUnknown:
+		return ansiYellow
+	case ModeTCP:
+		return ansiDim
+	}
+	return ansiGreen
+}
+
+// RulesMarkdown renders the catalogue as docs/lint-rules.md.
+func RulesMarkdown() string {
+	var b strings.Builder
+	b.WriteString("# `kubectl rdma lint` rule catalogue\n\n")
+	b.WriteString("<!-- Generated from internal/lint/catalogue.go by `go test ./internal/lint -run TestRuleCatalogueDoc -update`. Do not edit by hand. -->\n\n")
+	b.WriteString("Every rule has a stable ID (IDs are never reused), a default severity and the reason it exists, citing the seed document section it comes from. ")
+	b.WriteString("The seeds are the three design documents in `shared/seeds/`:\n\n")
+	b.WriteString("- **" + seedMultus + "** — 云原生Kubernetes训练集群Multus、SR-IOV与RDMA技术方案\n")
+	b.WriteString("- **" + seedRoutes + "** — 容器里的 RDMA：从内核旁路到 hostNetwork 与 SR-IOV\n")
+	b.WriteString("- **" + seedMacvlan + "** — Macvlan 在大模型训练中的角色:为 Pod 提供共享 RDMA 通道\n\n")
+	b.WriteString("Severities: `error` fails `kubectl rdma lint` (exit 1): the pod is rejected, never becomes ready, or silently runs without RDMA. ")
+	b.WriteString("`warning` is a configuration that works in some clusters and breaks in others. `info` is advice.\n\n")
+	b.WriteString("Suppress a rule for one object with the annotation `" + DisableAnnotation + ": \"RDMA070,RDMA051\"` on the object or its pod template. ")
+	b.WriteString("`" + NodeExclusiveAnnotation + ": \"true\"` on a pod template declares whole-node placement (RDMA051 becomes info).\n\n")
+	b.WriteString("| ID | name | severity | summary |\n|---|---|---|---|\n")
+	ids := make([]string, 0, len(Catalogue))
+	for _, r := range Catalogue {
+		ids = append(ids, r.ID)
+	}
+	sort.Strings(ids)
+	for _, id := range ids {
+		r := ruleByID[id]
+		fmt.Fprintf(&b, "| [%s](#%s) | %s | %s | %s |\n", r.ID, strings.ToLower(r.ID), r.Name, r.Severity, r.Summary)
+	}
+	b.WriteString("\n")
+	for _, id := range ids {
+		r := ruleByID[id]
+		fmt.Fprintf(&b, "## %s\n\n**%s** — severity `%s`\n\n%s\n\n**Why.** %s\n\n**Fix.** %s\n\n", r.ID, r.Name, r.Severity, r.Summary, r.Why, r.Fix)
+	}
+	return b.String()
+}
