@@ -240,3 +240,28 @@ func DeleteLink(name string) error {
 	}
 	return nil
 }
+
+// Routes lists the destinations of a netdev's routes in the main table
+// ("default" for a default route).
+func Routes(name string) ([]string, error) {
+	l, err := byName(name)
+	if err != nil {
+		return nil, err
+	}
+	rs, err := netlinksafe.RouteList(l, netlink.FAMILY_ALL)
+	if err != nil {
+		return nil, fmt.Errorf("ip route show dev %s: %w", name, err)
+	}
+	var out []string
+	for _, r := range rs {
+		if r.Dst == nil || r.Dst.String() == "0.0.0.0/0" || r.Dst.String() == "::/0" {
+			out = append(out, "default")
+			continue
+		}
+		if r.Dst.IP.IsLinkLocalUnicast() {
+			continue
+		}
+		out = append(out, r.Dst.String())
+	}
+	return out, nil
+}

@@ -162,3 +162,27 @@ func DeleteNS(t testing.TB, n ns.NetNS) {
 		t.Fatalf("delete netns %s: %v", n.Path(), err)
 	}
 }
+
+// Routes lists the route destinations of link name in n ("default" for a default route).
+func Routes(t testing.TB, n ns.NetNS, name string) []string {
+	t.Helper()
+	var out []string
+	Do(t, n, func() error {
+		var err error
+		out, err = netops.Routes(name)
+		return err
+	})
+	return out
+}
+
+// SetMTU sets the MTU of link name in n.
+func SetMTU(t testing.TB, n ns.NetNS, name string, mtu int) {
+	t.Helper()
+	Do(t, n, func() error { return netops.SetLinkMTU(name, mtu) })
+}
+
+// SetUp brings link name in n up.
+func SetUp(t testing.TB, n ns.NetNS, name string) {
+	t.Helper()
+	Do(t, n, func() error { return netops.SetLinkUp(name) })
+}

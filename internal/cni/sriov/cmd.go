@@ -69,10 +69,7 @@ func Funcs(p *Plugin, buildErr error) skel.CNIFuncs {
 			c, _ := ParseLoose(a.StdinData)
 			return types.PrintResult(res, c.CNIVersion)
 		}),
-		Del:   wrap(p.delOrNil),
-		Check: wrap(p.checkOrNil),
+		Del:   wrap(func(a *skel.CmdArgs) error { return p.Del(a) }),
+		Check: wrap(func(a *skel.CmdArgs) error { return p.Check(a) }),
 	}
 }
-
-func (p *Plugin) delOrNil(a *skel.CmdArgs) error   { return p.Del(a) }
-func (p *Plugin) checkOrNil(a *skel.CmdArgs) error { return p.Check(a) }

@@ -187,11 +187,7 @@ func (p *Plugin) resolve(bdf string) (vfInfo, error) {
 	if len(pfNet) == 0 {
 		return vfInfo{}, fmt.Errorf("deviceID %s: its PF %s has no netdev in the host namespace, so the VF cannot be configured through it", bdf, pf)
 	}
-	nd := p.Sysfs.Netdevs(bdf)
-	if len(nd) == 0 {
-		return vfInfo{}, fmt.Errorf("deviceID %s: the VF has no netdev in the host namespace (another pod holds it, or the driver is not loaded): %w", bdf, ErrVFInUse)
-	}
-	return vfInfo{PFBDF: pf, PF: pfNet[0], Index: idx, Netdev: nd[0]}, nil
+	return vfInfo{PFBDF: pf, PF: pfNet[0], Index: idx}, nil
 }
 
 // Add attaches the VF named by the config to the pod.
@@ -228,6 +224,11 @@ func (p *Plugin) Add(args *skel.CmdArgs) (_ *current.Result, err error) {
 		return nil, err
 	}
 
+	nd := p.Sysfs.Netdevs(conf.DeviceID)
+	if len(nd) == 0 {
+		return nil, fmt.Errorf("%w: VF %s has no netdev in the host namespace (held by a pod that left no sriov cache, or its driver is not loaded)", ErrVFInUse, conf.DeviceID)
+	}
+	vf.Netdev = nd[0]
 	link, err := netops.LinkByName(vf.Netdev)
 	if errors.Is(err, netops.ErrLinkNotFound) {
 		return nil, fmt.Errorf("%w: VF %s netdev %s is not in the host namespace (another pod holds it?): %w", ErrVFInUse, conf.DeviceID, vf.Netdev, err)
