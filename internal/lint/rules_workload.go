@@ -234,7 +234,8 @@ func (c *checker) checkRDMANeeds(w *workload) {
 	}
 }
 
-var exactHCA = regexp.MustCompile(`\d`)
+// exactHCA matches one specific verbs device (mlx5_3, rocep65s0f0, ibp65s0).
+var exactHCA = regexp.MustCompile(`(_\d+|^roce\w+|^ibp\w+)$`)
 
 // RDMA070-076, RDMA078
 func (c *checker) checkNCCL(w *workload) {
@@ -304,7 +305,7 @@ func (c *checker) checkNCCL(w *workload) {
 			f := parseFilter(e.value)
 			if !f.exclude {
 				for _, it := range f.items {
-					if exactHCA.MatchString(it) {
+					if f.exact || exactHCA.MatchString(it) {
 						c.add("RDMA076", w.obj, e.field, fmt.Sprintf("NCCL_IB_HCA=%q pins device %q; the VF's RDMA device name differs per node and per allocation, and with one VF in the pod NCCL needs no filter", e.value, it), "remove NCCL_IB_HCA, or use a prefix such as \"mlx5\"")
 						break
 					}
