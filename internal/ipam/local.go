@@ -9,7 +9,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strconv"
-	"time"
+	"sync"
 
 	"golang.org/x/sys/unix"
 
@@ -49,23 +49,57 @@ func (l *FileLock) Lock(ctx context.Context, key string) (func(), error) {
 	if err != nil {
 		return nil, fmt.Errorf("rdmanet-ipam: open lock %s: %w", name, err)
 	}
-	for wait := time.Millisecond; ; wait = min(2*wait, 50*time.Millisecond) {
-		err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB)
-		if err == nil {
-			return func() { _ = unix.Flock(int(f.Fd()), unix.LOCK_UN); _ = f.Close() }, nil
+	// Try once without blocking (the common, uncontended case), then block
+	// in a goroutine so a canceled ctx can give up waiting. If ctx wins, the
+	// goroutine releases the lock as soon as it gets it.
+	fd := int(f.Fd())
+	if err := unix.Flock(fd, unix.LOCK_EX|unix.LOCK_NB); err == nil {
+		return func() { _ = unix.Flock(fd, unix.LOCK_UN); _ = f.Close() }, nil
+	} else if !errors.Is(err, unix.EWOULDBLOCK) {
+		f.Close()
+		return nil, fmt.Errorf("rdmanet-ipam: flock %s: %w", name, err)
+	}
+	got := make(chan error, 1)
+	var mu sync.Mutex
+	abandoned := false
+	go func() {
+		var err error
+		for {
+			if err = unix.Flock(fd, unix.LOCK_EX); !errors.Is(err, unix.EINTR) {
+				break
+			}
 		}
-		if !errors.Is(err, unix.EWOULDBLOCK) && !errors.Is(err, unix.EINTR) {
+		mu.Lock()
+		defer mu.Unlock()
+		if abandoned {
+			if err == nil {
+				_ = unix.Flock(fd, unix.LOCK_UN)
+			}
+			_ = f.Close()
+			return
+		}
+		got <- err
+	}()
+	select {
+	case err := <-got:
+		if err != nil {
 			f.Close()
 			return nil, fmt.Errorf("rdmanet-ipam: flock %s: %w", name, err)
 		}
-		t := time.NewTimer(wait)
+		return func() { _ = unix.Flock(fd, unix.LOCK_UN); _ = f.Close() }, nil
+	case <-ctx.Done():
+		mu.Lock()
+		defer mu.Unlock()
 		select {
-		case <-ctx.Done():
-			t.Stop()
-			f.Close()
-			return nil, fmt.Errorf("rdmanet-ipam: waiting for lock %s: %w", name, ctx.Err())
-		case <-t.C:
+		case err := <-got: // acquired just now: keep it consistent
+			if err == nil {
+				_ = unix.Flock(fd, unix.LOCK_UN)
+			}
+			_ = f.Close()
+		default:
+			abandoned = true
 		}
+		return nil, fmt.Errorf("rdmanet-ipam: waiting for lock %s: %w", name, ctx.Err())
 	}
 }
 
