@@ -1,0 +1,269 @@
+package cni_test
+
+import (
+	"fmt"
+	"math/rand"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/containernetworking/cni/libcni"
+	"github.com/containernetworking/plugins/pkg/ns"
+
+	"github.com/rdmanet/rdmanet/internal/cni/rdma"
+	"github.com/rdmanet/rdmanet/internal/cni/sriov"
+	"github.com/rdmanet/rdmanet/internal/netops"
+	"github.com/rdmanet/rdmanet/test/netnsutil"
+)
+
+// TestCrashConsistency makes ADD fail right after each of its steps — by
+// returning an error (the plugin's rollback runs) or by dying on the spot
+// (nothing runs) — then runs DEL as the runtime would. Afterwards the VF
+// netdev is back in the host namespace under its original name, MAC and MTU,
+// the VF settings and the RDMA device are back, no cache or lock file
+// remains and the IPAM address is released.
+func TestCrashConsistency(t *testing.T) {
+	type point struct{ plugin, step string }
+	var points []point
+	for _, s := range sriov.Steps {
+		points = append(points, point{"sriov", s})
+	}
+	for _, s := range rdma.Steps {
+		points = append(points, point{"rdma", s})
+	}
+	for _, p := range points {
+		for _, exit := range []bool{false, true} {
+			mode := "error"
+			if exit {
+				mode = "exit"
+			}
+			t.Run(fmt.Sprintf("name=%s-after-%s-%s", p.plugin, p.step, mode), func(t *testing.T) {
+				n := newNode(t, 2)
+				const i = 1
+				pod := netnsutil.NewNS(t)
+				l := confList(t, seedNAD, "1.0.0", vfBDF(i))
+				r := rt(i, pod)
+				fault := p.plugin + ":" + p.step
+				if exit {
+					fault += ":exit"
+				}
+				t.Setenv(netops.EnvFault, fault)
+				_, err := n.add(l, r)
+				if err == nil {
+					t.Fatalf("ADD with %s=%s succeeded", netops.EnvFault, fault)
+				}
+				if !exit && p.plugin == "sriov" {
+					// sriov rolled itself back: the VF is as it was before DEL.
+					n.assertRestored(t, i, containerID(i))
+				}
+				t.Setenv(netops.EnvFault, "")
+				if err := n.del(l, r); err != nil {
+					t.Fatalf("DEL after failed ADD (%v): %v", err, err)
+				}
+				n.assertRestored(t, i, containerID(i))
+				if got := netnsutil.Links(t, pod); len(got) != 1 {
+					t.Errorf("pod netns keeps %v, want only lo", got)
+				}
+			})
+		}
+	}
+}
+
+// TestDelNetnsGone deletes the pod netns before DEL. A physical VF netdev
+// returns to the host namespace under the pod's ifname when its namespace is
+// destroyed; a veth would be destroyed instead, so the harness performs that
+// return (ReturnToHost) before deleting the namespace.
+func TestDelNetnsGone(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		netnsf string // what DEL gets as CNI_NETNS
+	}{
+		{name: "netns path still passed", netnsf: "path"},
+		{name: "netns empty", netnsf: ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			n := newNode(t, 2)
+			const i = 0
+			pod := netnsutil.NewNS(t)
+			l := confList(t, seedNAD, "1.1.0", vfBDF(i))
+			r := rt(i, pod)
+			if _, err := n.add(l, r); err != nil {
+				t.Fatalf("ADD: %v", err)
+			}
+			netnsutil.ReturnToHost(t, pod, n.host, "net1")
+			netnsutil.DeleteNS(t, pod)
+			if tc.netnsf == "" {
+				r.NetNS = ""
+			}
+			if err := n.del(l, r); err != nil {
+				t.Fatalf("DEL: %v", err)
+			}
+			n.assertRestored(t, i, containerID(i))
+		})
+	}
+}
+
+// TestDelWithoutCache: DEL for an attachment nothing knows about (never
+// added, or already deleted) succeeds and touches no VF.
+func TestDelWithoutCache(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		deviceID string
+	}{
+		{name: "deviceID injected", deviceID: vfBDF(1)},
+		{name: "no deviceID (NAD or pool gone)", deviceID: ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			n := newNode(t, 2)
+			pod := netnsutil.NewNS(t)
+			if err := n.del(confList(t, seedNAD, "1.0.0", tc.deviceID), rt(1, pod)); err != nil {
+				t.Fatalf("DEL: %v", err)
+			}
+			n.assertRestored(t, 1, containerID(1))
+			if log, _ := n.rec.Log(); len(log) != 1 { // only the node's "rdma system set netns exclusive"
+				t.Errorf("DEL without cache touched the NIC: %v", log)
+			}
+		})
+	}
+}
+
+// TestAddRejectsBadConfig: bad values are rejected before anything is
+// touched, with errors naming the field, the value, the rule and the fix.
+func TestAddRejectsBadConfig(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		patch    func(string) string
+		deviceID string
+		want     []string
+	}{
+		{name: "vlan 4095", patch: func(s string) string { return strings.Replace(s, `"vlan": 200`, `"vlan": 4095`, 1) },
+			deviceID: vfBDF(0), want: []string{`"vlan"`, "4095", "0-4094"}},
+		{name: "trust maybe", patch: func(s string) string { return strings.Replace(s, `"trust": "off"`, `"trust": "maybe"`, 1) },
+			deviceID: vfBDF(0), want: []string{`"trust"`, `"maybe"`, `"on" or "off"`}},
+		{name: "deviceID is the PF", patch: func(s string) string { return s },
+			deviceID: pfBDF, want: []string{`"deviceID"`, pfBDF, "must be an SR-IOV VF"}},
+		{name: "deviceID missing", patch: func(s string) string { return s },
+			deviceID: "", want: []string{`"deviceID"`, "k8s.v1.cni.cncf.io/resourceName", "does not match the device plugin pool"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			n := newNode(t, 1)
+			pod := netnsutil.NewNS(t)
+			_, err := n.add(confList(t, tc.patch(seedNAD), "1.0.0", tc.deviceID), rt(0, pod))
+			if err == nil {
+				t.Fatal("ADD succeeded")
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("error %q lacks %q", err, w)
+				}
+			}
+			if log, _ := n.rec.Log(); len(log) != 1 {
+				t.Errorf("rejected ADD touched the NIC: %v", log)
+			}
+			n.assertRestored(t, 0, containerID(0))
+		})
+	}
+}
+
+// TestRDMASharedModeRejected: with the RDMA subsystem in shared mode the
+// rdma step fails with the seed's fix, and DEL undoes the sriov step.
+func TestRDMASharedModeRejected(t *testing.T) {
+	n := newNode(t, 1)
+	if err := n.rec.SetNetnsMode(netops.RDMANetnsShared); err != nil {
+		t.Fatal(err)
+	}
+	pod := netnsutil.NewNS(t)
+	l := confList(t, seedNAD, "1.0.0", vfBDF(0))
+	_, err := n.add(l, rt(0, pod))
+	if err == nil || !strings.Contains(err.Error(), "rdma system set netns exclusive") {
+		t.Fatalf("ADD error %v, want the fix `rdma system set netns exclusive`", err)
+	}
+	if err := n.del(l, rt(0, pod)); err != nil {
+		t.Fatalf("DEL: %v", err)
+	}
+	n.assertRestored(t, 0, containerID(0))
+}
+
+// TestRDMANeedsPrevResult: the rdma plugin alone (not chained) is refused.
+func TestRDMANeedsPrevResult(t *testing.T) {
+	n := newNode(t, 1)
+	pod := netnsutil.NewNS(t)
+	l := confList(t, `{"cniVersion":"1.0.0","name":"rdma-alone","plugins":[{"type":"rdma"}]}`, "1.0.0", vfBDF(0))
+	_, err := n.add(l, rt(0, pod))
+	if err == nil || !strings.Contains(err.Error(), "chained after") {
+		t.Fatalf("ADD error %v, want a prevResult error", err)
+	}
+	if home, _ := n.rec.RDMAHome(n.rdmaDev(t, 0)); !home {
+		t.Error("RDMA device moved")
+	}
+}
+
+// TestConcurrentAdds runs many parallel ADDs over a pool of VFs with random
+// deviceIDs (as a broken device plugin might hand out): no VF is ever in two
+// pods, and the losers fail with "VF in use by <container>".
+func TestConcurrentAdds(t *testing.T) {
+	const vfs, pods = 4, 16
+	n := newNode(t, vfs)
+	rng := rand.New(rand.NewSource(1))
+	type attempt struct {
+		vf  int
+		pod ns.NetNS
+		l   *libcni.NetworkConfigList
+		err error
+	}
+	as := make([]*attempt, pods)
+	for p := range as {
+		vf := rng.Intn(vfs)
+		as[p] = &attempt{vf: vf, pod: netnsutil.NewNS(t), l: confList(t, seedNAD, "1.0.0", vfBDF(vf))}
+	}
+	var wg sync.WaitGroup
+	for p, a := range as {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			_, a.err = n.add(a.l, rt(p, a.pod))
+		}()
+	}
+	wg.Wait()
+	winners := map[int]int{} // vf -> pod
+	for p, a := range as {
+		if a.err == nil {
+			if w, dup := winners[a.vf]; dup {
+				t.Errorf("VF %d attached to pods %d and %d", a.vf, w, p)
+			}
+			winners[a.vf] = p
+			n.assertAttached(t, a.vf, a.pod)
+			continue
+		}
+		if !strings.Contains(a.err.Error(), "in use by container") {
+			t.Errorf("pod %d (VF %d) failed with %v, want \"VF in use by container ...\"", p, a.vf, a.err)
+		}
+	}
+	for vf := range vfs {
+		asked := false
+		for _, a := range as {
+			asked = asked || a.vf == vf
+		}
+		if _, ok := winners[vf]; asked && !ok {
+			t.Errorf("VF %d was asked for but nobody got it", vf)
+		}
+	}
+	for p, a := range as {
+		if a.err != nil {
+			if _, ok := netnsutil.Link(t, a.pod, "net1"); ok {
+				t.Errorf("losing pod %d has a net1", p)
+			}
+		}
+	}
+	for p, a := range as { // the runtime deletes every sandbox, losers included
+		if err := n.del(a.l, rt(p, a.pod)); err != nil {
+			t.Errorf("DEL pod %d: %v", p, err)
+		}
+	}
+	for vf, p := range winners {
+		n.assertRestored(t, vf, containerID(p))
+	}
+	if al := n.allocations(t); len(al) != 0 {
+		t.Errorf("IPAM keeps %v", al)
+	}
+}
