@@ -102,7 +102,7 @@ func TestConcurrentNodesLocal(t *testing.T) {
 			store := &ipam.LocalStore{Dir: t.TempDir()}
 			ns := nodes(t, store, tc.nodes)
 			outs := ipamtest.AllocateMany(ctx, ns, cfg.Network, r, tc.perNode, 4)
-			failed := ipamtest.CheckOutcomes(t, ctx, store, r, outs)
+			failed := ipamtest.CheckOutcomes(t, ctx, store, ipam.Pool{Network: cfg.Network, Prefix: r.Prefix}, r, outs)
 			if len(failed) != tc.wantFailed {
 				t.Fatalf("%d allocations failed, want %d: %v", len(failed), tc.wantFailed, failed)
 			}

@@ -59,9 +59,10 @@ func Owner(node string, j int) ipam.Owner {
 
 // StoreAllocations reads every allocation of the store, failing on an address
 // held twice (in two blocks) or an allocation outside its block.
-func StoreAllocations(t testing.TB, ctx context.Context, s ipam.Store) map[netip.Addr]v1alpha1.Allocation {
+// A zero pool reads every pool.
+func StoreAllocations(t testing.TB, ctx context.Context, s ipam.Store, pool ipam.Pool) map[netip.Addr]v1alpha1.Allocation {
 	t.Helper()
-	blocks, err := s.List(ctx, ipam.Pool{}, "")
+	blocks, err := s.List(ctx, pool, "")
 	if err != nil {
 		t.Fatalf("list blocks: %v", err)
 	}
@@ -91,7 +92,7 @@ func StoreAllocations(t testing.TB, ctx context.Context, s ipam.Store) map[netip
 
 // CheckOutcomes verifies successful allocations are distinct, usable, and
 // match the store exactly; it returns the failures.
-func CheckOutcomes(t testing.TB, ctx context.Context, s ipam.Store, r *ipam.Range, outs []Outcome) []Outcome {
+func CheckOutcomes(t testing.TB, ctx context.Context, s ipam.Store, pool ipam.Pool, r *ipam.Range, outs []Outcome) []Outcome {
 	t.Helper()
 	seen := map[netip.Addr]ipam.Owner{}
 	var failed []Outcome
@@ -108,7 +109,7 @@ func CheckOutcomes(t testing.TB, ctx context.Context, s ipam.Store, r *ipam.Rang
 		}
 		seen[o.Addr] = o.Owner
 	}
-	stored := StoreAllocations(t, ctx, s)
+	stored := StoreAllocations(t, ctx, s, pool)
 	if len(stored) != len(seen) {
 		t.Errorf("store holds %d allocations, callers got %d", len(stored), len(seen))
 	}
@@ -159,7 +160,7 @@ func ReleaseAll(t testing.TB, ctx context.Context, nodes []*ipam.Allocator, s ip
 	for err := range errs {
 		t.Error(err)
 	}
-	if left := StoreAllocations(t, ctx, s); len(left) != 0 {
+	if left := StoreAllocations(t, ctx, s, pool); len(left) != 0 {
 		t.Errorf("store still holds %d allocations after releasing all", len(left))
 	}
 }
