@@ -87,6 +87,10 @@ func (l *FileLock) UnlockAndRemove() error {
 // rename, so readers (and a crash) see the old or the new content, never a
 // torn one.
 func WriteFileAtomic(path string, data []byte, perm os.FileMode) error {
+	return writeFileAtomic(path, data, perm, true)
+}
+
+func writeFileAtomic(path string, data []byte, perm os.FileMode, sync bool) error {
 	dir := filepath.Dir(path)
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return fmt.Errorf("write %s: %w", path, err)
@@ -104,7 +108,7 @@ func WriteFileAtomic(path string, data []byte, perm os.FileMode) error {
 		tmp.Close()
 		return fmt.Errorf("write %s: %w", path, err)
 	}
-	if err := tmp.Sync(); err != nil {
+	if err := syncFile(tmp, sync); err != nil {
 		tmp.Close()
 		return fmt.Errorf("write %s: %w", path, err)
 	}
@@ -115,4 +119,11 @@ func WriteFileAtomic(path string, data []byte, perm os.FileMode) error {
 		return fmt.Errorf("write %s: %w", path, err)
 	}
 	return nil
+}
+
+func syncFile(f *os.File, sync bool) error {
+	if !sync {
+		return nil
+	}
+	return f.Sync()
 }

@@ -486,7 +486,12 @@ func (p *Plugin) teardown(r *Record, hostNS, podNS ns.NetNS, stdin []byte) error
 			if err := netops.SetLinkDown(l.Name); err != nil {
 				return err
 			}
-			if err := netops.SetLinkNetns(l.Name, hostNS); err != nil {
+			// Take the original name back inside the pod: other VFs return to
+			// the host concurrently, and two "net1" cannot meet there.
+			if err := netops.RenameLink(l.Name, r.Netdev); err != nil {
+				return err
+			}
+			if err := netops.SetLinkNetns(r.Netdev, hostNS); err != nil {
 				return err
 			}
 			movedBack = true

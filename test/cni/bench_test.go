@@ -1,0 +1,133 @@
+package cni_test
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/containernetworking/cni/libcni"
+	"github.com/containernetworking/plugins/pkg/ns"
+
+	"github.com/rdmanet/rdmanet/test/netnsutil"
+)
+
+// EnvBench enables TestBenchChain (make bench-cni); EnvBenchRuns overrides the run count.
+const (
+	EnvBench     = "RDMANET_BENCH"
+	EnvBenchRuns = "RDMANET_BENCH_RUNS"
+)
+
+func percentile(d []time.Duration, p float64) time.Duration {
+	s := slices.Clone(d)
+	slices.Sort(s)
+	i := int(float64(len(s)-1)*p + 0.5)
+	return s[i]
+}
+
+func loadavg() string {
+	b, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return "unknown"
+	}
+	f := strings.Fields(string(b))
+	if len(f) < 3 {
+		return "unknown"
+	}
+	return strings.Join(f[:3], " ")
+}
+
+func ms(d time.Duration) string { return fmt.Sprintf("%.1fms", float64(d.Microseconds())/1000) }
+
+// TestBenchChain measures the seed NAD's full chain (sriov + rdma + IPAM,
+// through libcni, plugin processes exec'd per call as a runtime does) on a
+// simulated VF: ADD and DEL latency p50/p99 over sequential runs, then the
+// wall time of 64 parallel ADDs (and DELs) over 64 VFs. It prints one
+// "cni-bench:" line per figure. It is a measurement, not a pass/fail test.
+func TestBenchChain(t *testing.T) {
+	if os.Getenv(EnvBench) != "1" {
+		t.Skipf("benchmark: run with %s=1 (make bench-cni)", EnvBench)
+	}
+	runs := 200
+	if v, err := strconv.Atoi(os.Getenv(EnvBenchRuns)); err == nil && v > 0 {
+		runs = v
+	}
+	const parallel = 64
+	n := newNode(t, parallel)
+
+	// Baseline: what exec'ing one Go plugin binary costs on this machine now
+	// (CNI VERSION does no work), to read the chain's figures against.
+	var execs []time.Duration
+	for k := 0; k < 50; k++ {
+		cmd := exec.Command(filepath.Join(binDir, "sriov"))
+		cmd.Env = append(os.Environ(), "CNI_COMMAND=VERSION")
+		cmd.Stdin = strings.NewReader(`{"cniVersion":"1.0.0"}`)
+		start := time.Now()
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("exec sriov VERSION: %v: %s", err, out)
+		}
+		execs = append(execs, time.Since(start))
+	}
+	fmt.Printf("cni-bench: baseline exec of one plugin binary (CNI VERSION) p50=%s p99=%s; load average %s\n",
+		ms(percentile(execs, 0.5)), ms(percentile(execs, 0.99)), loadavg())
+
+	pod := netnsutil.NewNS(t)
+	l := confList(t, seedNAD, "1.0.0", vfBDF(0))
+	var adds, dels []time.Duration
+	for k := 0; k < runs; k++ {
+		r := rt(1000+k, pod)
+		start := time.Now()
+		if _, err := n.add(l, r); err != nil {
+			t.Fatalf("run %d ADD: %v", k, err)
+		}
+		adds = append(adds, time.Since(start))
+		start = time.Now()
+		if err := n.del(l, r); err != nil {
+			t.Fatalf("run %d DEL: %v", k, err)
+		}
+		dels = append(dels, time.Since(start))
+	}
+	n.assertRestored(t, 0, containerID(1000+runs-1))
+	fmt.Printf("cni-bench: chain=sriov+rdma+rdmanet-ipam(whereabouts config) runs=%d ADD p50=%s p99=%s DEL p50=%s p99=%s\n",
+		runs, ms(percentile(adds, 0.5)), ms(percentile(adds, 0.99)), ms(percentile(dels, 0.5)), ms(percentile(dels, 0.99)))
+
+	pods := make([]ns.NetNS, parallel)
+	lists := make([]*libcni.NetworkConfigList, parallel)
+	for i := range pods {
+		pods[i] = netnsutil.NewNS(t)
+		lists[i] = confList(t, seedNAD, "1.0.0", vfBDF(i))
+	}
+	wall := func(op func(i int) error) time.Duration {
+		errs := make([]error, parallel)
+		var wg sync.WaitGroup
+		start := time.Now()
+		for i := range parallel {
+			wg.Add(1)
+			go func() { defer wg.Done(); errs[i] = op(i) }()
+		}
+		wg.Wait()
+		d := time.Since(start)
+		for i, err := range errs {
+			if err != nil {
+				t.Fatalf("parallel op on VF %d: %v", i, err)
+			}
+		}
+		return d
+	}
+	addWall := wall(func(i int) error { _, err := n.add(lists[i], rt(i, pods[i])); return err })
+	for i := range parallel {
+		n.assertAttached(t, i, pods[i])
+	}
+	delWall := wall(func(i int) error { return n.del(lists[i], rt(i, pods[i])) })
+	for i := range parallel {
+		n.assertRestored(t, i, containerID(i))
+	}
+	fmt.Printf("cni-bench: %d parallel ADDs (one VF each) wall=%s; %d parallel DELs wall=%s; load average %s\n",
+		parallel, ms(addWall), parallel, ms(delWall), loadavg())
+}
