@@ -11,6 +11,7 @@ package manifest
 import (
 	"bufio"
 	"bytes"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -242,6 +243,23 @@ func docError(file string, d document, err error) *ParseError {
 	return &ParseError{File: file, Line: line, Err: errors.New(msg)}
 }
 
+// jsonSyntaxError gives a precise position for a JSON document (the YAML
+// parser reports JSON syntax errors without a line).
+func jsonSyntaxError(file string, d document) *ParseError {
+	t := bytes.TrimSpace(d.text)
+	if len(t) == 0 || (t[0] != '{' && t[0] != '[') {
+		return nil
+	}
+	var v any
+	err := json.Unmarshal(d.text, &v)
+	var se *json.SyntaxError
+	if !errors.As(err, &se) {
+		return nil
+	}
+	line := d.line + bytes.Count(d.text[:min(int(se.Offset), len(d.text))], []byte("\n"))
+	return &ParseError{File: file, Line: line, Err: fmt.Errorf("invalid JSON: %w", err)}
+}
+
 // Parse decodes a YAML or JSON stream. Lists (kind List or *List with items)
 // are expanded into their items, which share the List's source line.
 func Parse(file string, data []byte) ([]*Object, error) {
@@ -249,6 +267,9 @@ func Parse(file string, data []byte) ([]*Object, error) {
 	for _, d := range splitDocuments(data) {
 		js, err := yaml.YAMLToJSON(d.text)
 		if err != nil {
+			if pe := jsonSyntaxError(file, d); pe != nil {
+				return nil, pe
+			}
 			return nil, docError(file, d, err)
 		}
 		var v any
