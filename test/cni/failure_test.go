@@ -37,7 +37,7 @@ func TestCrashConsistency(t *testing.T) {
 			if exit {
 				mode = "exit"
 			}
-			t.Run(fmt.Sprintf("name=%s-after-%s-%s", p.plugin, p.step, mode), func(t *testing.T) {
+			t.Run(fmt.Sprintf("%s after %s, %s", p.plugin, p.step, mode), func(t *testing.T) {
 				n := newNode(t, 2)
 				const i = 1
 				pod := netnsutil.NewNS(t)

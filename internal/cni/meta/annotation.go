@@ -1,0 +1,192 @@
+package meta
+
+import (
+	"encoding/json"
+	"fmt"
+	"net"
+	"regexp"
+	"strings"
+
+	nadv1 "github.com/k8snetworkplumbingwg/network-attachment-definition-client/pkg/apis/k8s.cni.cncf.io/v1"
+)
+
+// Annotation keys of the Network Plumbing WG multi-network spec.
+const (
+	NetworksAnnotation      = "k8s.v1.cni.cncf.io/networks"
+	NetworkStatusAnnotation = "k8s.v1.cni.cncf.io/network-status"
+	ResourceNameAnnotation  = "k8s.v1.cni.cncf.io/resourceName"
+)
+
+// Selection is one requested attachment, normalised: namespace and
+// interface name are always set.
+type Selection struct {
+	Namespace      string
+	Name           string
+	Interface      string
+	MAC            string
+	IPs            []string
+	DefaultRoute   []net.IP
+	CNIArgs        map[string]any
+	DeviceID       string
+	InfinibandGUID string
+	PortMappings   []*nadv1.PortMapEntry
+	Bandwidth      *nadv1.BandwidthEntry
+}
+
+// Key is namespace/name.
+func (s Selection) Key() string { return s.Namespace + "/" + s.Name }
+
+// deviceIDField is the NPWG element's device selection extension
+// ("deviceID"), which the upstream type does not carry.
+type deviceIDField struct {
+	DeviceID string `json:"deviceID,omitempty"`
+}
+
+// AnnotationError names the pod, the annotation and what is wrong.
+type AnnotationError struct {
+	Pod    string // namespace/name
+	Detail string
+}
+
+func (e *AnnotationError) Error() string {
+	return fmt.Sprintf("pod %s: annotation %s: %s", e.Pod, NetworksAnnotation, e.Detail)
+}
+
+// DNS-1123 label (names and namespaces), and Linux interface names.
+var (
+	dns1123Label  = regexp.MustCompile(`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`)
+	dns1123Sub    = regexp.MustCompile(`^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$`)
+	interfaceName = regexp.MustCompile(`^[^\s/:]{1,15}$`)
+)
+
+// ParseNetworks parses the value of k8s.v1.cni.cncf.io/networks in either
+// form — the short comma-separated list ("net-a,other-ns/net-b@net2") or
+// the JSON list — and fills the defaults: the pod's namespace, and
+// interface names net1, net2, … in order for entries that name none.
+// pod is namespace/name, used in errors.
+func ParseNetworks(value, podNamespace, pod string) ([]Selection, error) {
+	v := strings.TrimSpace(value)
+	if v == "" {
+		return nil, nil
+	}
+	fail := func(format string, a ...any) error {
+		return &AnnotationError{Pod: pod, Detail: fmt.Sprintf(format, a...)}
+	}
+	var out []Selection
+	if strings.HasPrefix(v, "[") || strings.HasPrefix(v, "{") {
+		if strings.HasPrefix(v, "{") {
+			return nil, fail("the JSON form must be a list: wrap the object in [ ]")
+		}
+		var elems []nadv1.NetworkSelectionElement
+		var ids []deviceIDField
+		if err := json.Unmarshal([]byte(v), &elems); err != nil {
+			return nil, fail("not a valid JSON list of network selection elements: %v; e.g. [{\"name\":\"face-training-rdma\",\"interface\":\"net1\"}]", err)
+		}
+		if err := json.Unmarshal([]byte(v), &ids); err != nil {
+			return nil, fail("not a valid JSON list of network selection elements: %v", err)
+		}
+		for i, e := range elems {
+			s := Selection{
+				Namespace: e.Namespace, Name: e.Name, Interface: e.InterfaceRequest, MAC: e.MacRequest,
+				IPs: e.IPRequest, DefaultRoute: e.GatewayRequest, DeviceID: ids[i].DeviceID,
+				InfinibandGUID: e.InfinibandGUIDRequest, PortMappings: e.PortMappingsRequest, Bandwidth: e.BandwidthRequest,
+			}
+			if e.CNIArgs != nil {
+				s.CNIArgs = *e.CNIArgs
+			}
+			if s.Name == "" {
+				return nil, fail("element %d has no \"name\"", i)
+			}
+			out = append(out, s)
+		}
+	} else {
+		for i, item := range strings.Split(v, ",") {
+			item = strings.TrimSpace(item)
+			if item == "" {
+				return nil, fail("entry %d is empty (stray comma?)", i)
+			}
+			s := Selection{}
+			if at := strings.LastIndex(item, "@"); at >= 0 {
+				s.Interface = item[at+1:]
+				item = item[:at]
+				if s.Interface == "" {
+					return nil, fail("entry %q has an empty interface name after '@'", item+"@")
+				}
+			}
+			parts := strings.Split(item, "/")
+			switch len(parts) {
+			case 1:
+				s.Name = parts[0]
+			case 2:
+				s.Namespace, s.Name = parts[0], parts[1]
+			default:
+				return nil, fail("entry %q has more than one '/': write <namespace>/<name>[@<interface>]", item)
+			}
+			out = append(out, s)
+		}
+	}
+	used := map[string]int{}
+	for i := range out {
+		s := &out[i]
+		if s.Namespace == "" {
+			s.Namespace = podNamespace
+		}
+		if !dns1123Sub.MatchString(s.Name) || len(s.Name) > 253 {
+			return nil, fail("network name %q is not a valid object name (lower case letters, digits, '-', '.')", s.Name)
+		}
+		if !dns1123Label.MatchString(s.Namespace) || len(s.Namespace) > 63 {
+			return nil, fail("namespace %q of network %q is not a valid namespace name", s.Namespace, s.Name)
+		}
+		if s.Interface != "" {
+			if !interfaceName.MatchString(s.Interface) || s.Interface == "." || s.Interface == ".." {
+				return nil, fail("interface %q for network %s is not a valid Linux interface name (1-15 characters, no '/', ':' or spaces)", s.Interface, s.Key())
+			}
+		}
+		if s.MAC != "" {
+			if _, err := net.ParseMAC(s.MAC); err != nil {
+				return nil, fail("mac %q for network %s is not a MAC address", s.MAC, s.Key())
+			}
+		}
+		for _, ip := range s.IPs {
+			if _, _, err := net.ParseCIDR(ip); err != nil && net.ParseIP(ip) == nil {
+				return nil, fail("ips entry %q for network %s is neither an IP nor a CIDR", ip, s.Key())
+			}
+		}
+		for _, gw := range s.DefaultRoute {
+			if gw == nil {
+				return nil, fail("default-route entry for network %s is not an IP address", s.Key())
+			}
+		}
+	}
+	// default interface names: net1, net2, ... by position, skipping names
+	// the pod chose itself
+	for _, s := range out {
+		if s.Interface != "" {
+			used[s.Interface]++
+		}
+	}
+	for i := range out {
+		if out[i].Interface != "" {
+			continue
+		}
+		for n := i + 1; ; n++ {
+			name := fmt.Sprintf("net%d", n)
+			if used[name] == 0 {
+				out[i].Interface = name
+				used[name]++
+				break
+			}
+		}
+	}
+	for name, n := range used {
+		if n > 1 {
+			return nil, fail("interface %q is requested more than once", name)
+		}
+	}
+	for _, s := range out {
+		if s.Interface == "eth0" {
+			return nil, fail("network %s asks for interface eth0, which belongs to the cluster's default network; pick another name (e.g. net1)", s.Key())
+		}
+	}
+	return out, nil
+}

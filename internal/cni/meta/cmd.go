@@ -1,0 +1,118 @@
+package meta
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"strings"
+
+	"github.com/containernetworking/cni/pkg/skel"
+	"github.com/containernetworking/cni/pkg/types"
+	"github.com/containernetworking/cni/pkg/version"
+)
+
+// Versions the meta plugin speaks.
+var Versions = version.PluginSupports("0.3.0", "0.3.1", "0.4.0", "1.0.0", "1.1.0")
+
+// NewLogger logs to logFile (all levels at logLevel) and, with logToStderr
+// or no logFile, warnings and errors to stderr. Never to stdout: stdout
+// carries the CNI result only.
+func NewLogger(c *NetConf) (*slog.Logger, io.Closer) {
+	level := slog.LevelInfo
+	switch strings.ToLower(c.LogLevel) {
+	case "debug", "verbose":
+		level = slog.LevelDebug
+	case "warning", "warn":
+		level = slog.LevelWarn
+	case "error", "panic":
+		level = slog.LevelError
+	}
+	var w io.Writer = os.Stderr
+	var closer io.Closer = io.NopCloser(nil)
+	if c.LogFile != "" {
+		f, err := os.OpenFile(c.LogFile, os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o640)
+		if err == nil {
+			closer = f
+			w = f
+			if c.LogToStderr {
+				w = io.MultiWriter(f, os.Stderr)
+			}
+		}
+	} else if !c.LogToStderr && level < slog.LevelWarn {
+		level = slog.LevelWarn
+	}
+	return slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: level})).With("plugin", "rdmanet", "pid", os.Getpid()), closer
+}
+
+// NewPlugin wires a Plugin from its config for a per-call invocation.
+func NewPlugin(c *NetConf, cniPath string, log *slog.Logger) (*Plugin, func(), error) {
+	p := &Plugin{Conf: c, Log: log, CNI: NewCNI(c, cniPath)}
+	cleanup := func() {}
+	switch c.Source.Type {
+	case "static":
+		p.Source = &StaticSource{Dir: c.Source.Dir, StatusDir: c.Source.StatusDir}
+	default:
+		ks, err := NewKubeSource(c.Kubeconfig, 0)
+		if err != nil {
+			return nil, nil, err
+		}
+		p.Source = ks
+	}
+	prc, err := NewPodResourcesClient(c.PodResourcesSocket)
+	if err != nil {
+		return nil, nil, err
+	}
+	p.Devices = prc
+	cleanup = func() { _ = prc.Close() }
+	return p, cleanup, nil
+}
+
+func argsOf(a *skel.CmdArgs) Args {
+	return Args{ContainerID: a.ContainerID, Netns: a.Netns, IfName: a.IfName, Args: a.Args, Path: a.Path}
+}
+
+func withPlugin(a *skel.CmdArgs, fn func(p *Plugin) error) error {
+	c, err := ParseConfig(a.StdinData)
+	if err != nil {
+		return types.NewError(types.ErrInvalidNetworkConfig, err.Error(), "")
+	}
+	log, closer := NewLogger(c)
+	defer closer.Close()
+	p, cleanup, err := NewPlugin(c, a.Path, log)
+	if err != nil {
+		log.Error("setup failed", "err", err)
+		return err
+	}
+	defer cleanup()
+	err = fn(p)
+	if err != nil {
+		log.Error("failed", "container", a.ContainerID, "err", err)
+	}
+	return err
+}
+
+// Main is the CNI entry point of the rdmanet binary.
+func Main() {
+	skel.PluginMainFuncs(skel.CNIFuncs{
+		Add: func(a *skel.CmdArgs) error {
+			return withPlugin(a, func(p *Plugin) error {
+				res, err := p.Add(context.Background(), argsOf(a))
+				if err != nil {
+					return err
+				}
+				return res.Print()
+			})
+		},
+		Del: func(a *skel.CmdArgs) error {
+			return withPlugin(a, func(p *Plugin) error { return p.Del(context.Background(), argsOf(a)) })
+		},
+		Check: func(a *skel.CmdArgs) error {
+			return withPlugin(a, func(p *Plugin) error { return p.Check(context.Background(), argsOf(a)) })
+		},
+		Status: func(a *skel.CmdArgs) error {
+			return withPlugin(a, func(p *Plugin) error { return p.Status(context.Background()) })
+		},
+	}, Versions, fmt.Sprintf("rdmanet meta CNI (Multus-compatible), CNI %v", Versions.SupportedVersions()))
+}

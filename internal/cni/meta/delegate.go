@@ -1,0 +1,161 @@
+package meta
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/containernetworking/cni/libcni"
+	nadv1 "github.com/k8snetworkplumbingwg/network-attachment-definition-client/pkg/apis/k8s.cni.cncf.io/v1"
+)
+
+// Delegate is one network to run: its config list, the interface it
+// creates, and what was injected.
+type Delegate struct {
+	Network   string          `json:"network"` // namespace/name for attachments, config name for the default
+	IfName    string          `json:"ifname"`
+	Conf      json.RawMessage `json:"conf"` // the conflist as run (deviceID etc. already injected)
+	Resource  string          `json:"resource,omitempty"`
+	DeviceID  string          `json:"deviceID,omitempty"`
+	IsDefault bool            `json:"default,omitempty"`
+	// CapabilityArgs passed through libcni (mac, ips, deviceID, ...).
+	CapabilityArgs map[string]any `json:"capabilityArgs,omitempty"`
+	CNIArgs        [][2]string    `json:"cniArgs,omitempty"`
+}
+
+// confList parses a config (single plugin or list) into a list, filling a
+// missing name and cniVersion, as Multus does for NAD configs.
+func confList(raw []byte, name, defVersion string) (*libcni.NetworkConfigList, error) {
+	var m map[string]any
+	if err := json.Unmarshal(raw, &m); err != nil {
+		return nil, fmt.Errorf("CNI config of %s is not a JSON object: %w", name, err)
+	}
+	changed := false
+	if n, _ := m["name"].(string); n == "" {
+		m["name"] = name
+		changed = true
+	}
+	if v, _ := m["cniVersion"].(string); v == "" {
+		m["cniVersion"] = defVersion
+		changed = true
+	}
+	if changed {
+		var err error
+		if raw, err = json.Marshal(m); err != nil {
+			return nil, fmt.Errorf("CNI config of %s: %w", name, err)
+		}
+	}
+	if _, ok := m["plugins"]; ok {
+		l, err := libcni.ConfListFromBytes(raw)
+		if err != nil {
+			return nil, fmt.Errorf("CNI config list of %s: %w", name, err)
+		}
+		return l, nil
+	}
+	if _, ok := m["type"]; !ok {
+		return nil, fmt.Errorf("CNI config of %s has neither \"type\" nor \"plugins\"", name)
+	}
+	c, err := libcni.ConfFromBytes(raw)
+	if err != nil {
+		return nil, fmt.Errorf("CNI config of %s: %w", name, err)
+	}
+	l, err := libcni.ConfListFromConf(c)
+	if err != nil {
+		return nil, fmt.Errorf("CNI config of %s: %w", name, err)
+	}
+	return l, nil
+}
+
+// injectChain sets deviceID (top level and runtimeConfig) on every plugin of
+// the chain and, for cni-args, args.cni, returning the new list bytes.
+func injectChain(l *libcni.NetworkConfigList, deviceID string, cniArgs map[string]any) ([]byte, error) {
+	var top map[string]any
+	if err := json.Unmarshal(l.Bytes, &top); err != nil {
+		return nil, fmt.Errorf("config list %s: %w", l.Name, err)
+	}
+	plugins, _ := top["plugins"].([]any)
+	for i, p := range plugins {
+		pm, ok := p.(map[string]any)
+		if !ok {
+			return nil, fmt.Errorf("config list %s: plugins[%d] is not an object", l.Name, i)
+		}
+		if deviceID != "" {
+			pm["deviceID"] = deviceID
+			rc, _ := pm["runtimeConfig"].(map[string]any)
+			if rc == nil {
+				rc = map[string]any{}
+			}
+			rc["deviceID"] = deviceID
+			pm["runtimeConfig"] = rc
+		}
+		if len(cniArgs) > 0 {
+			args, _ := pm["args"].(map[string]any)
+			if args == nil {
+				args = map[string]any{}
+			}
+			cni, _ := args["cni"].(map[string]any)
+			if cni == nil {
+				cni = map[string]any{}
+			}
+			for k, v := range cniArgs {
+				cni[k] = v
+			}
+			args["cni"] = cni
+			pm["args"] = args
+		}
+	}
+	return json.Marshal(top)
+}
+
+// nadConfig returns a NAD's CNI config: spec.config, or, when empty, the
+// on-disk config in confDir whose network name is the NAD's name.
+func nadConfig(nad *nadv1.NetworkAttachmentDefinition, confDir string) ([]byte, error) {
+	if strings.TrimSpace(nad.Spec.Config) != "" {
+		return []byte(nad.Spec.Config), nil
+	}
+	l, err := libcni.LoadNetworkConf(confDir, nad.Name)
+	if err != nil {
+		return nil, fmt.Errorf("NetworkAttachmentDefinition %s/%s has an empty spec.config and no config named %q in %s: %w; fix: put the CNI config in spec.config or a file in %s",
+			nad.Namespace, nad.Name, nad.Name, confDir, err, confDir)
+	}
+	return l.Bytes, nil
+}
+
+// defaultNetwork resolves the cluster (default) network: a NAD in
+// multusNamespace, a config name in confDir, or a path to a config file.
+func (p *Plugin) defaultNetwork(ctx context.Context) (*libcni.NetworkConfigList, error) {
+	c := p.Conf
+	if len(c.Delegates) > 0 {
+		return confList(c.Delegates[0], "delegates[0]", c.CNIVersion)
+	}
+	cn := c.ClusterNetwork
+	if filepath.IsAbs(cn) {
+		b, err := os.ReadFile(cn)
+		if err != nil {
+			return nil, fmt.Errorf("clusterNetwork %s: %w", cn, err)
+		}
+		return confList(b, filepath.Base(cn), c.CNIVersion)
+	}
+	if p.Source != nil && c.Source.Type == "kubernetes" {
+		nad, err := p.Source.NAD(ctx, c.MultusNamespace, cn)
+		switch {
+		case err == nil:
+			raw, err := nadConfig(nad, c.ConfDir)
+			if err != nil {
+				return nil, err
+			}
+			return confList(raw, cn, c.CNIVersion)
+		case !errors.Is(err, ErrNotFound):
+			p.Log.Warn("cannot look up clusterNetwork as a NAD; trying confDir", "network", cn, "err", err)
+		}
+	}
+	l, err := libcni.LoadNetworkConf(c.ConfDir, cn)
+	if err != nil {
+		return nil, fmt.Errorf("clusterNetwork %q: not a NAD in %s and no config of that name in %s: %w", cn, c.MultusNamespace, c.ConfDir, err)
+	}
+	return l, nil
+}
