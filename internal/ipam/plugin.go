@@ -118,8 +118,10 @@ func (p *Plugin) Add(args *skel.CmdArgs) error {
 	success := false
 	defer func() {
 		if !success { // roll back ranges allocated before the failure
+			rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+			defer cancel()
 			for _, r := range cfg.Ranges {
-				_ = alloc.Release(context.WithoutCancel(ctx), Pool{Network: cfg.Network, Prefix: r.Prefix}, owner)
+				_ = alloc.Release(rctx, Pool{Network: cfg.Network, Prefix: r.Prefix}, owner)
 			}
 		}
 	}()
