@@ -66,7 +66,7 @@ func (r *Report) WriteText(w io.Writer, color bool) error {
 		}
 	}
 	if len(r.Rows) > 0 {
-		fmt.Fprintf(&b, "\n  nccl-tests %s\n  %14s %12s %12s\n", r.Test, "size (B)", "busbw oop", "busbw ip")
+		fmt.Fprintf(&b, "\n  nccl-tests %s\n  %14s %12s %12s\n", strings.TrimSpace(r.Test+" (GB/s)"), "size (B)", "busbw oop", "busbw ip")
 		for _, row := range r.Rows {
 			fmt.Fprintf(&b, "  %14d %12.2f %12.2f\n", row.Size, row.OOPBusBW, row.IPBusBW)
 		}
