@@ -1,0 +1,187 @@
+package render
+
+import (
+	"bytes"
+	"flag"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/rdmanet/rdmanet/internal/lint"
+	"github.com/rdmanet/rdmanet/internal/manifest"
+)
+
+var update = flag.Bool("update", false, "rewrite golden files")
+
+func specFor(mode string) Spec {
+	s := Spec{Mode: mode, Name: "face-trainer", Namespace: "ai-training", PFNames: []string{"enp65s0f0np0"},
+		Subnet: "10.60.0.0/16", Exclude: []string{"10.60.0.0/24"}, Image: "registry.example.com/ai/face-training:v1", Nodes: 2, GPUsPerNode: 8}
+	if mode == ModeExclusive {
+		s.VLAN = 200
+	}
+	if mode == ModeHost {
+		s.Subnet, s.Exclude = "", nil
+	}
+	return s
+}
+
+func renderString(t *testing.T, s Spec) string {
+	t.Helper()
+	docs, err := Render(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var b bytes.Buffer
+	if err := Write(&b, docs); err != nil {
+		t.Fatal(err)
+	}
+	return b.String()
+}
+
+// TestRoundTrip: rendered output parses and lints with nothing above info,
+// in the mode it was rendered for.
+func TestRoundTrip(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		spec Spec
+		mode string
+	}{
+		{name: "exclusive", spec: specFor(ModeExclusive), mode: lint.ModeExclusive},
+		{name: "shared", spec: specFor(ModeShared), mode: lint.ModeShared},
+		{name: "shared with NicClusterPolicy", spec: func() Spec { s := specFor(ModeShared); s.PoolFormat = PoolNicClusterPolicy; return s }(), mode: lint.ModeShared},
+		{name: "host", spec: specFor(ModeHost), mode: lint.ModeHost},
+		{name: "exclusive with defaults", spec: Spec{Mode: ModeExclusive, Name: "t", PFNames: []string{"ens1f0np0"}, Subnet: "192.168.50.0/24", Image: "i:1"}, mode: lint.ModeExclusive},
+		{name: "host without GPUs, debug env", spec: Spec{Mode: ModeHost, Name: "t", PFNames: []string{"ens1f0np0"}, Image: "i:1", GPUsPerNode: 0, NCCLDebug: true}, mode: lint.ModeHost},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			out := renderString(t, tc.spec)
+			objs, err := manifest.Parse("rendered.yaml", []byte(out))
+			if err != nil {
+				t.Fatalf("rendered output does not parse: %v\n%s", err, out)
+			}
+			res, err := lint.Lint(objs)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(res.Workloads) != 1 || res.Workloads[0].Mode != tc.mode {
+				t.Fatalf("workloads %+v, want one in mode %s", res.Workloads, tc.mode)
+			}
+			for _, f := range res.Findings {
+				if f.Severity != lint.Info {
+					t.Errorf("%s %s %s: %s", f.Severity, f.Rule, f.Field, f.Message)
+				}
+			}
+		})
+	}
+}
+
+func TestGolden(t *testing.T) {
+	for _, mode := range []string{ModeExclusive, ModeShared, ModeHost} {
+		t.Run(mode, func(t *testing.T) {
+			got := renderString(t, specFor(mode))
+			path := filepath.Join("testdata", mode+".yaml")
+			if *update {
+				if err := os.MkdirAll("testdata", 0o755); err != nil {
+					t.Fatal(err)
+				}
+				if err := os.WriteFile(path, []byte(got), 0o644); err != nil {
+					t.Fatal(err)
+				}
+				return
+			}
+			want, err := os.ReadFile(path)
+			if err != nil {
+				t.Fatalf("%v (go test ./internal/render -update)", err)
+			}
+			if string(want) != got {
+				t.Errorf("%s differs; run go test ./internal/render -update and review:\n%s", path, got)
+			}
+		})
+	}
+}
+
+func TestRenderedContent(t *testing.T) {
+	ex := renderString(t, specFor(ModeExclusive))
+	for _, want := range []string{`"type": "sriov"`, `"type": "rdma"`, `"type": "rdmanet-ipam"`, `"vlan": 200`, "k8s.v1.cni.cncf.io/resourceName: rdmanet.io/sriov_rdma", "IPC_LOCK", "value: =net1", "clusterIP: None", "completionMode: Indexed", `"isRdma": true`} {
+		if !strings.Contains(ex, want) {
+			t.Errorf("exclusive output lacks %q", want)
+		}
+	}
+	if strings.Contains(ex, "deviceID") || strings.Contains(ex, "0.0.0.0/0") {
+		t.Error("exclusive output must not carry a static deviceID or a default route")
+	}
+	sh := renderString(t, specFor(ModeShared))
+	for _, want := range []string{`"type": "macvlan"`, `"master": "enp65s0f0np0"`, `"mtu": 9000`, `"rdmaHcaMax": 63`, `"ifNames"`} {
+		if !strings.Contains(sh, want) {
+			t.Errorf("shared output lacks %q", want)
+		}
+	}
+	if strings.Contains(sh, `"type": "rdma"`) {
+		t.Error("shared mode must not chain the rdma CNI")
+	}
+	h := renderString(t, specFor(ModeHost))
+	for _, want := range []string{"hostNetwork: true", "dnsPolicy: ClusterFirstWithHostNet", "value: =enp65s0f0np0", "rdmanet.io/hca_shared"} {
+		if !strings.Contains(h, want) {
+			t.Errorf("host output lacks %q", want)
+		}
+	}
+	if strings.Contains(h, "NetworkAttachmentDefinition") || strings.Contains(h, "k8s.v1.cni.cncf.io/networks") {
+		t.Error("host mode must not render a secondary network")
+	}
+}
+
+func TestValidate(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		mut  func(*Spec)
+		want string
+	}{
+		{name: "unknown mode", mut: func(s *Spec) { s.Mode = "sriov" }, want: "mode"},
+		{name: "no PF", mut: func(s *Spec) { s.PFNames = nil }, want: "pfNames"},
+		{name: "bad subnet", mut: func(s *Spec) { s.Subnet = "10.60.0.0" }, want: "subnet"},
+		{name: "exclude outside subnet", mut: func(s *Spec) { s.Exclude = []string{"10.61.0.0/24"} }, want: "exclude"},
+		{name: "no image", mut: func(s *Spec) { s.Image = "" }, want: "image"},
+		{name: "bad name", mut: func(s *Spec) { s.Name = "Face_Trainer" }, want: "name"},
+		{name: "eth0 as training interface", mut: func(s *Spec) { s.Interface = "eth0" }, want: "interface"},
+		{name: "VLAN out of range", mut: func(s *Spec) { s.VLAN = 5000 }, want: "vlan"},
+		{name: "prefix with slash", mut: func(s *Spec) { s.ResourceName = "a/b" }, want: "resourceName"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := specFor(ModeExclusive)
+			tc.mut(&s)
+			_, err := Render(s)
+			if err == nil || !strings.HasPrefix(err.Error(), tc.want) {
+				t.Fatalf("err = %v, want one about %s", err, tc.want)
+			}
+		})
+	}
+	for _, tc := range []struct {
+		name string
+		spec Spec
+		want string
+	}{
+		{name: "macvlan on IPoIB", spec: func() Spec { s := specFor(ModeShared); s.PFNames = []string{"ib0"}; return s }(), want: "IPoIB"},
+		{name: "VLAN in shared mode", spec: func() Spec { s := specFor(ModeShared); s.VLAN = 10; return s }(), want: "vlan"},
+		{name: "MTU in exclusive mode", spec: func() Spec { s := specFor(ModeExclusive); s.MTU = 9000; return s }(), want: "mtu"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if _, err := Render(tc.spec); err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("err = %v, want %q", err, tc.want)
+			}
+		})
+	}
+}
+
+func TestParseSpec(t *testing.T) {
+	s, err := ParseSpec([]byte("mode: shared\nname: t\npfNames: [ens8f0np0]\nsubnet: 192.168.2.0/24\nimage: i:1\nnodes: 4\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.Mode != ModeShared || s.Nodes != 4 || s.PFNames[0] != "ens8f0np0" {
+		t.Errorf("spec = %+v", s)
+	}
+	if _, err := ParseSpec([]byte("mode: shared\nnodse: 4\n")); err == nil || !strings.Contains(err.Error(), "nodse") {
+		t.Errorf("unknown field: err = %v", err)
+	}
+}

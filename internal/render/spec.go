@@ -1,0 +1,235 @@
+// Package render turns a short spec (mode, pool, PFs, subnet, image, nodes ×
+// GPUs) into the full manifest set of a mode, laid out as the seed documents
+// lay them out: the device plugin pool config, the NetworkAttachmentDefinition
+// (exclusive: sriov → rdma chain; shared: macvlan), the headless rendezvous
+// Service and the Indexed Job with the networks annotation, resources,
+// IPC_LOCK, NCCL environment and dnsPolicy. Rendered output passes
+// `kubectl rdma lint` with nothing above info.
+package render
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"regexp"
+	"strings"
+
+	"sigs.k8s.io/yaml"
+)
+
+// Modes.
+const (
+	ModeExclusive = "exclusive"
+	ModeShared    = "shared"
+	ModeHost      = "host"
+)
+
+// Pool formats for the shared pool.
+const (
+	PoolConfigMap        = "configmap"
+	PoolNicClusterPolicy = "nicclusterpolicy"
+)
+
+// Spec is the input of render. Zero values are defaulted by Default.
+type Spec struct {
+	Mode      string `json:"mode"`
+	Name      string `json:"name"`
+	Namespace string `json:"namespace,omitempty"`
+
+	// Device plugin pool.
+	ResourcePrefix string   `json:"resourcePrefix,omitempty"`
+	ResourceName   string   `json:"resourceName,omitempty"`
+	PFNames        []string `json:"pfNames"`
+	Vendors        []string `json:"vendors,omitempty"`
+	DeviceIDs      []string `json:"deviceIDs,omitempty"`
+	RdmaHcaMax     int      `json:"rdmaHcaMax,omitempty"` // shared and host
+	PoolFormat     string   `json:"poolFormat,omitempty"` // shared/host: configmap (default) or nicclusterpolicy
+	PoolNamespace  string   `json:"poolNamespace,omitempty"`
+
+	// Secondary network (exclusive, shared).
+	Network   string   `json:"network,omitempty"` // NAD name
+	Interface string   `json:"interface,omitempty"`
+	Subnet    string   `json:"subnet,omitempty"`
+	Exclude   []string `json:"exclude,omitempty"`
+	VLAN      int      `json:"vlan,omitempty"` // exclusive only
+	MTU       int      `json:"mtu,omitempty"`  // shared (macvlan)
+
+	// Workload.
+	Image        string   `json:"image"`
+	Nodes        int      `json:"nodes,omitempty"`
+	GPUsPerNode  int      `json:"gpusPerNode,omitempty"`
+	RDMAPerPod   int      `json:"rdmaPerPod,omitempty"`
+	Port         int      `json:"port,omitempty"`
+	Script       string   `json:"script,omitempty"`
+	Command      []string `json:"command,omitempty"`
+	SocketIfname string   `json:"socketIfname,omitempty"` // host mode: the node interface for NCCL bootstrap
+	NCCLDebug    bool     `json:"ncclDebug,omitempty"`
+}
+
+// ParseSpec reads a YAML or JSON spec strictly (unknown fields are errors).
+func ParseSpec(data []byte) (Spec, error) {
+	var s Spec
+	if err := yaml.UnmarshalStrict(data, &s); err != nil {
+		return s, fmt.Errorf("render spec: %w", err)
+	}
+	return s, nil
+}
+
+// Default fills the zero fields.
+func (s *Spec) Default() {
+	if s.Namespace == "" {
+		s.Namespace = "default"
+	}
+	if s.ResourcePrefix == "" {
+		s.ResourcePrefix = "rdmanet.io"
+	}
+	if s.ResourceName == "" {
+		if s.Mode == ModeExclusive {
+			s.ResourceName = "sriov_rdma"
+		} else {
+			s.ResourceName = "hca_shared"
+		}
+	}
+	if len(s.Vendors) == 0 {
+		s.Vendors = []string{"15b3"}
+	}
+	if s.RdmaHcaMax == 0 {
+		s.RdmaHcaMax = 63
+	}
+	if s.PoolFormat == "" {
+		s.PoolFormat = PoolConfigMap
+	}
+	if s.PoolNamespace == "" {
+		s.PoolNamespace = "kube-system"
+	}
+	if s.Network == "" && s.Name != "" {
+		s.Network = s.Name + "-rdma"
+	}
+	if s.Interface == "" {
+		s.Interface = "net1"
+	}
+	if s.MTU == 0 && s.Mode == ModeShared {
+		s.MTU = 9000
+	}
+	if s.Nodes == 0 {
+		s.Nodes = 2
+	}
+	if s.GPUsPerNode == 0 {
+		s.GPUsPerNode = 8
+	}
+	if s.RDMAPerPod == 0 {
+		s.RDMAPerPod = 1
+	}
+	if s.Port == 0 {
+		s.Port = 29400
+	}
+	if s.Script == "" {
+		s.Script = "/workspace/train.py"
+	}
+	if s.SocketIfname == "" && s.Mode == ModeHost && len(s.PFNames) > 0 {
+		s.SocketIfname = s.PFNames[0]
+	}
+}
+
+var dnsLabel = regexp.MustCompile(`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`)
+var resName = regexp.MustCompile(`^[A-Za-z0-9][-A-Za-z0-9_.]*$`)
+var ifName = regexp.MustCompile(`^[A-Za-z0-9_.@-]{1,15}$`)
+
+// Validate checks a defaulted spec. Each error names the field, the value,
+// the rule and the fix.
+func (s *Spec) Validate() error {
+	var errs []error
+	bad := func(field string, val any, rule, fix string) {
+		errs = append(errs, fmt.Errorf("%s %v: %s; %s", field, val, rule, fix))
+	}
+	switch s.Mode {
+	case ModeExclusive, ModeShared, ModeHost:
+	default:
+		bad("mode", fmt.Sprintf("%q", s.Mode), "must be exclusive, shared or host", "exclusive = one SR-IOV VF per pod, shared = macvlan over a shared HCA, host = hostNetwork")
+	}
+	if !dnsLabel.MatchString(s.Name) || len(s.Name) > 50 {
+		bad("name", fmt.Sprintf("%q", s.Name), "must be a DNS label of at most 50 characters (it names the Job, its pods and the Service)", "use lowercase letters, digits and '-'")
+	}
+	if !dnsLabel.MatchString(s.Namespace) {
+		bad("namespace", fmt.Sprintf("%q", s.Namespace), "must be a DNS label", "use lowercase letters, digits and '-'")
+	}
+	if !dnsLabel.MatchString(strings.ReplaceAll(s.ResourcePrefix, ".", "-")) || !strings.Contains(s.ResourcePrefix, ".") && s.ResourcePrefix != "rdma" {
+		bad("resourcePrefix", fmt.Sprintf("%q", s.ResourcePrefix), "must be a DNS domain (extended resources are <domain>/<name>)", "e.g. rdmanet.io")
+	}
+	if !resName.MatchString(s.ResourceName) {
+		bad("resourceName", fmt.Sprintf("%q", s.ResourceName), "must be a plain name without '/'", "e.g. sriov_rdma")
+	}
+	if len(s.PFNames) == 0 {
+		bad("pfNames", "[]", "at least one PF (the RDMA NIC's netdev on the nodes) is required", "list it, e.g. --pf enp65s0f0np0 (see ibdev2netdev on a node)")
+	}
+	for _, pf := range s.PFNames {
+		if !ifName.MatchString(pf) {
+			bad("pfNames", fmt.Sprintf("%q", pf), "is not a network interface name", "use the netdev name from ibdev2netdev")
+		}
+		if strings.HasPrefix(pf, "ib") && s.Mode == ModeShared {
+			bad("pfNames", fmt.Sprintf("%q", pf), "looks like an IPoIB interface; macvlan cannot use InfiniBand as parent (seed 3, 四)", "use a RoCE PF, or the exclusive mode")
+		}
+	}
+	if s.Mode == ModeShared && len(s.PFNames) > 1 {
+		bad("pfNames", s.PFNames, "shared mode renders one macvlan network on one parent", "render one PF per network")
+	}
+	if s.Mode != ModeHost {
+		if !dnsLabel.MatchString(s.Network) {
+			bad("network", fmt.Sprintf("%q", s.Network), "must be a DNS label (it names the NetworkAttachmentDefinition)", "e.g. face-training-rdma")
+		}
+		if s.Interface == "eth0" || !ifName.MatchString(s.Interface) {
+			bad("interface", fmt.Sprintf("%q", s.Interface), "must be a free interface name other than eth0 (eth0 is the pod network)", "use net1")
+		}
+		_, ipnet, err := net.ParseCIDR(s.Subnet)
+		if err != nil {
+			bad("subnet", fmt.Sprintf("%q", s.Subnet), "must be a CIDR for the training network", "e.g. --subnet 10.60.0.0/16")
+		} else {
+			for _, ex := range s.Exclude {
+				ip, _, err := net.ParseCIDR(ex)
+				if err != nil || !ipnet.Contains(ip) {
+					bad("exclude", fmt.Sprintf("%q", ex), fmt.Sprintf("must be a CIDR inside subnet %s", s.Subnet), "fix or drop it")
+				}
+			}
+		}
+	}
+	if s.VLAN != 0 && (s.Mode != ModeExclusive || s.VLAN < 1 || s.VLAN > 4094) {
+		bad("vlan", s.VLAN, "applies to exclusive mode only (the sriov CNI sets it on the VF) and must be 1..4094", "for shared mode put the VLAN interface itself in pfNames")
+	}
+	if s.MTU != 0 && (s.Mode != ModeShared || s.MTU < 1280 || s.MTU > 9216) {
+		bad("mtu", s.MTU, "applies to shared mode (macvlan) and must be 1280..9216", "exclusive VFs take the PF's MTU; drop it")
+	}
+	if s.Image == "" {
+		bad("image", `""`, "is required", "give the training image, e.g. --image registry.example.com/ai/train:v1")
+	}
+	if s.Nodes < 1 || s.Nodes > 10000 {
+		bad("nodes", s.Nodes, "must be 1..10000", "one pod per node")
+	}
+	if s.GPUsPerNode < 0 || s.GPUsPerNode > 64 {
+		bad("gpusPerNode", s.GPUsPerNode, "must be 0..64", "")
+	}
+	if s.RDMAPerPod < 1 || s.RDMAPerPod > 16 {
+		bad("rdmaPerPod", s.RDMAPerPod, "must be 1..16", "")
+	}
+	if s.Mode == ModeExclusive && s.RDMAPerPod != 1 {
+		bad("rdmaPerPod", s.RDMAPerPod, "exclusive mode renders one VF network per pod", "use 1")
+	}
+	if s.Port < 1 || s.Port > 65535 {
+		bad("port", s.Port, "must be 1..65535", "")
+	}
+	if s.RdmaHcaMax < 1 || s.RdmaHcaMax > 1000 {
+		bad("rdmaHcaMax", s.RdmaHcaMax, "must be 1..1000 (pods sharing one HCA)", "e.g. 63")
+	}
+	if s.PoolFormat != PoolConfigMap && s.PoolFormat != PoolNicClusterPolicy {
+		bad("poolFormat", fmt.Sprintf("%q", s.PoolFormat), "must be configmap or nicclusterpolicy", "")
+	}
+	if s.PoolFormat == PoolNicClusterPolicy && s.Mode == ModeExclusive {
+		bad("poolFormat", s.PoolFormat, "nicclusterpolicy is rendered for the shared pool only", "use configmap")
+	}
+	if s.Mode == ModeHost && !ifName.MatchString(s.SocketIfname) {
+		bad("socketIfname", fmt.Sprintf("%q", s.SocketIfname), "must name the node interface NCCL bootstraps on", "")
+	}
+	return errors.Join(errs...)
+}
+
+// ResourceFullName is prefix/name.
+func (s *Spec) ResourceFullName() string { return s.ResourcePrefix + "/" + s.ResourceName }
