@@ -11,11 +11,14 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/containernetworking/cni/libcni"
+	current "github.com/containernetworking/cni/pkg/types/100"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
@@ -389,4 +392,68 @@ func (c *countingStore) Create(ctx context.Context, b *v1alpha1.IPAMBlock) (*v1a
 	out, err := c.Store.Create(ctx, b)
 	c.note(err)
 	return out, err
+}
+
+// TestKubeLibcniAndGCCommand runs the plugin binary with the kubernetes
+// store through libcni (the way a runtime execs it), then the gc command.
+func TestKubeLibcniAndGCCommand(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds the plugin binary")
+	}
+	srv := apiserver.Shared(t)
+	bin := pluginBinDir(t)
+	kubeconfig := filepath.Join(t.TempDir(), "kubeconfig")
+	if err := srv.WriteKubeconfig(kubeconfig); err != nil {
+		t.Fatal(err)
+	}
+	// The seed config, unchanged but for the type; the node file selects the cluster store.
+	nodeConf := filepath.Join(t.TempDir(), "rdmanet-ipam.conf")
+	if err := os.WriteFile(nodeConf, []byte(`{"store":{"type":"kubernetes","kubeconfig":"`+kubeconfig+`","path":"`+t.TempDir()+`"},"node_name":"exec-node"}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv(ipam.EnvNodeConfig, nodeConf)
+	conf := `{"cniVersion":"0.3.1","name":"face-training-rdma","plugins":[{"type":"rdmanet-ipam","ipam":{"type":"rdmanet-ipam","range":"10.65.0.0/16","exclude":["10.65.0.0/24"]}}]}`
+	list, err := libcni.NetworkConfFromBytes([]byte(conf))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cni := libcni.NewCNIConfigWithCacheDir([]string{bin}, t.TempDir(), nil)
+	ctx := context.Background()
+	rt := func(id string) *libcni.RuntimeConf {
+		return &libcni.RuntimeConf{ContainerID: id, NetNS: "/var/run/netns/x", IfName: "net1",
+			Args: [][2]string{{"K8S_POD_NAMESPACE", "exec"}, {"K8S_POD_NAME", id}, {"K8S_POD_UID", "uid-" + id}}}
+	}
+	r1, err := cni.AddNetworkList(ctx, list, rt("a"))
+	if err != nil {
+		t.Fatalf("ADD: %v", err)
+	}
+	r2, err := cni.AddNetworkList(ctx, list, rt("b"))
+	if err != nil {
+		t.Fatalf("ADD: %v", err)
+	}
+	res1, _ := current.NewResultFromResult(r1)
+	res2, _ := current.NewResultFromResult(r2)
+	if res1.IPs[0].Address.String() == res2.IPs[0].Address.String() {
+		t.Fatalf("two pods got %s", res1.IPs[0].Address.String())
+	}
+	if err := cni.DelNetworkList(ctx, list, rt("a")); err != nil {
+		t.Fatalf("DEL: %v", err)
+	}
+	// Pod "b" does not exist in the API: gc releases its address.
+	var out, errOut strings.Builder
+	if code := gc.Main([]string{"-kubeconfig", kubeconfig, "-network", "default"}, &out, &errOut); code != 0 {
+		t.Fatalf("gc exit %d: %s", code, errOut.String())
+	}
+	if !strings.Contains(out.String(), "released "+res2.IPs[0].Address.IP.String()) || !strings.Contains(out.String(), "released=1 ") {
+		t.Fatalf("gc output:\n%s", out.String())
+	}
+	blocks, err := kubeStore(t, srv.Config()).List(ctx, ipam.Pool{}, "exec-node")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, b := range blocks {
+		if len(b.Spec.Allocations) != 0 {
+			t.Fatalf("allocations left: %v", b.Spec.Allocations)
+		}
+	}
 }
