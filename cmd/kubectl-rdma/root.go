@@ -68,6 +68,8 @@ Modes (how a pod reaches the RDMA NIC):
 Exit codes: 0 ok, 1 problems found (lint errors, NCCL fallback), 2 unreadable input or bad usage.`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
+		// Shown as "kubectl rdma" in usage lines when run as a kubectl plugin.
+		Annotations: map[string]string{cobra.CommandDisplayNameAnnotation: "kubectl rdma"},
 	}
 	root.SetIn(s.in)
 	root.SetOut(s.out)
@@ -96,4 +98,11 @@ func run(args []string, in io.Reader, out, errw io.Writer) int {
 	// Usage errors from cobra (unknown flag, wrong arg count).
 	fmt.Fprintf(errw, "kubectl rdma: %v\n", err)
 	return exitInput
+}
+
+func readAll(s streams) ([]byte, error) {
+	if s.in == nil {
+		return nil, fmt.Errorf("no standard input")
+	}
+	return io.ReadAll(s.in)
 }
