@@ -85,6 +85,8 @@ type wlB struct {
 	indexed        bool
 	ctrs           []ctrB
 	volumes        []any
+	antiAffinity   bool
+	scheduler      string
 }
 
 func (w wlB) podSpec() M {
@@ -105,6 +107,13 @@ func (w wlB) podSpec() M {
 	}
 	if w.volumes != nil {
 		spec["volumes"] = w.volumes
+	}
+	if w.antiAffinity {
+		spec["affinity"] = M{"podAntiAffinity": M{"requiredDuringSchedulingIgnoredDuringExecution": []any{
+			M{"labelSelector": M{"matchLabels": w.labels}, "topologyKey": "kubernetes.io/hostname"}}}}
+	}
+	if w.scheduler != "" {
+		spec["schedulerName"] = w.scheduler
 	}
 	return spec
 }

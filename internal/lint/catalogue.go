@@ -142,6 +142,11 @@ var Catalogue = []Rule{
 		Why:     seedMacvlan + ", 七: MTU 9000 is key to RDMA bulk-transfer efficiency; MacvlanNetwork.spec.mtu must match the NIC and the switches.",
 		Fix:     "Set mtu: 9000 when the NIC and the switch ports run jumbo frames."},
 
+	{ID: "RDMA041", Name: "multi-rail-same-subnet", Severity: Warning,
+		Summary: "A pod attaches several RDMA networks whose address ranges overlap.",
+		Why:     seedMacvlan + ", 七 and 五: in multi-rail pods (net1, net2 on two RoCE NICs) interfaces in one subnet answer each other's ARP (ARP flux), so RDMA sessions bind to the wrong rail or fail to establish.",
+		Fix:     "Give every rail its own subnet (one NAD/IPAM range per NIC)."},
+
 	// --- pools ---
 	{ID: "RDMA045", Name: "overlapping-device-plugins", Severity: Error,
 		Summary: "An SR-IOV pool and a shared-HCA pool select the same PF/interface (warning when they may overlap by vendor/device only).",
@@ -198,7 +203,7 @@ var Catalogue = []Rule{
 		Why:     seedRoutes + ", 10.3 and " + seedMacvlan + ", 八: NCCL_SOCKET_IFNAME is the fingerprint of the route; with a secondary net it must name that interface (net1), not eth0, or bootstrap runs on the pod network.",
 		Fix:     "Set NCCL_SOCKET_IFNAME to the secondary interface, e.g. \"=net1\"."},
 	{ID: "RDMA073", Name: "socket-ifname-unknown-interface", Severity: Error,
-		Summary: "NCCL_SOCKET_IFNAME selects no interface the pod will have.",
+		Summary: "NCCL_SOCKET_IFNAME selects no interface the pod will have (warning for a Multus name such as net1 in a hostNetwork pod).",
 		Why:     seedRoutes + ", 10.3: eth1 (or net1) does not appear from nowhere; it is the interface the annotation's @eth1 inserts. A name matching none of the pod's interfaces makes NCCL bootstrap fail.",
 		Fix:     "Make NCCL_SOCKET_IFNAME and the annotation's @ifname (or the \"interface\" field) the same name."},
 	{ID: "RDMA074", Name: "socket-ifname-unset-with-secondary", Severity: Warning,
@@ -225,6 +230,23 @@ var Catalogue = []Rule{
 		Summary: "A pod mixes exclusive (VF) and shared-HCA RDMA resources or networks.",
 		Why:     seedMultus + ", 独占VF与共享HCA方案对比: the two are different resource models; one pod should take one of them.",
 		Fix:     "Pick one mode for the pod: an sriov+rdma network with a VF pool, or a macvlan network with a shared pool."},
+
+	{ID: "RDMA085", Name: "no-gang-scheduling", Severity: Info,
+		Summary: "A multi-pod RDMA training workload is not gang-scheduled.",
+		Why:     seedRoutes + ", 十一 and " + seedMultus + ", 让训练Pod申请高速网络: training is all-or-nothing; 7 of 8 pods started hold their GPUs and VFs while waiting forever, and several such jobs deadlock. A training operator or a gang scheduler (Volcano PodGroup minMember, Kueue, coscheduling) admits all members together.",
+		Fix:     "Run it through a gang scheduler (schedulerName: volcano with a PodGroup, a Kueue queue-name label, or a coscheduling pod-group label)."},
+	{ID: "RDMA086", Name: "replicas-may-share-node", Severity: Info,
+		Summary: "Nothing keeps the replicas of a multi-node RDMA job on different nodes.",
+		Why:     seedMultus + ", 让训练Pod申请高速网络: the training replicas should be scheduled onto different nodes; two members on one node share its NIC (and, with hostNetwork, its ports).",
+		Fix:     "Add a required podAntiAffinity on the job's own label with topologyKey kubernetes.io/hostname (or a DoNotSchedule topologySpreadConstraint)."},
+	{ID: "RDMA087", Name: "networkpolicy-on-hostnetwork", Severity: Warning,
+		Summary: "A NetworkPolicy selects hostNetwork training pods, on which it has no effect.",
+		Why:     seedRoutes + ", 十三.3: network policies match by pod IP; a hostNetwork pod's IP is the node's, so the policy's semantics break down.",
+		Fix:     "Do not rely on NetworkPolicy for hostNetwork pods; isolate such jobs on dedicated nodes or use the exclusive/shared modes."},
+	{ID: "RDMA088", Name: "gpu-operator-gdr-disabled", Severity: Info,
+		Summary: "The GPU Operator ClusterPolicy in the input does not enable GPUDirect RDMA while RDMA GPU workloads are present.",
+		Why:     seedMacvlan + ", 六 and " + seedMultus + ", GPUDirect RDMA: GPUDirect RDMA is not switched on by installing a CNI; with the GPU Operator it needs spec.driver.rdma.enabled: true (nvidia-peermem).",
+		Fix:     "Set spec.driver.rdma.enabled: true in the ClusterPolicy, then confirm /GDRDMA in the NCCL log (kubectl rdma nccl)."},
 
 	// --- rendezvous ---
 	{ID: "RDMA080", Name: "rendezvous-service-not-headless", Severity: Warning,

@@ -98,6 +98,7 @@ func Lint(objs []*manifest.Object) (*Result, error) {
 	for _, w := range in.workloads {
 		c.checkWorkload(w)
 	}
+	c.checkClusterPolicy()
 	sortFindings(c.res.Findings)
 	return c.res, nil
 }

@@ -190,6 +190,23 @@ func ruleCases() []ruleCase {
 			return []M{{"apiVersion": "mellanox.com/v1alpha1", "kind": "MacvlanNetwork", "metadata": M{"name": "m"}, "spec": M{"master": sharedPF, "ipam": `{"type":"whereabouts","range":"192.168.2.0/24"}`}}}
 		}},
 		{name: "macvlan mtu 9000", rule: "RDMA040", docs: shared(same)},
+		// RDMA041
+		{name: "two rails in one subnet", rule: "RDMA041", trigger: true, docs: func() []M {
+			n2 := nadObj("train-rdma-2", ns, vfRes, conflist("train-rdma-2", sriovPlugin(), M{"type": "rdma"}))
+			return []M{vfPool(), exclusiveNAD(), n2, rdzv(), with(exclusiveWL, func(w *wlB) {
+				w.ann[manifest.NetworksAnnotation] = "train-rdma@net1,train-rdma-2@net2"
+				w.c().limits = M{vfRes: "2"}
+				w.c().requests = nil
+			}).obj()}
+		}},
+		{name: "two rails in two subnets", rule: "RDMA041", docs: func() []M {
+			n2 := nadObj("train-rdma-2", ns, vfRes, conflist("train-rdma-2", M{"type": "sriov", "ipam": M{"type": "rdmanet-ipam", "range": "10.61.0.0/16"}}, M{"type": "rdma"}))
+			return []M{vfPool(), exclusiveNAD(), n2, rdzv(), with(exclusiveWL, func(w *wlB) {
+				w.ann[manifest.NetworksAnnotation] = "train-rdma@net1,train-rdma-2@net2"
+				w.c().limits = M{vfRes: "2"}
+				w.c().requests = nil
+			}).obj()}
+		}},
 		// RDMA045
 		{name: "VF pool and shared pool on one PF", rule: "RDMA045", trigger: true, docs: func() []M {
 			return []M{vfPool(), sharedPoolCM("hca_shared", []string{vfPF}, 63)}
@@ -272,6 +289,7 @@ func ruleCases() []ruleCase {
 				w.c().requests = nil
 			}).obj()}
 		}},
+		{name: "Multus name in a hostNetwork pod is a warning", rule: "RDMA073", trigger: true, sev: Warning, docs: host(func(w *wlB) { w.c().setEnv("NCCL_SOCKET_IFNAME", "net1") })},
 		{name: "default Multus name net1", rule: "RDMA073", docs: excl(func(w *wlB) { w.ann[manifest.NetworksAnnotation] = "train-rdma" })},
 		{name: "exclusion list", rule: "RDMA073", docs: excl(func(w *wlB) { w.c().setEnv("NCCL_SOCKET_IFNAME", "^eth0,lo") })},
 		// RDMA074
@@ -316,6 +334,32 @@ func ruleCases() []ruleCase {
 			}).obj()}
 		}},
 		{name: "only VF", rule: "RDMA079", docs: excl(same)},
+		// RDMA085
+		{name: "two pods, default scheduler", rule: "RDMA085", trigger: true, docs: excl(same)},
+		{name: "two pods, Volcano", rule: "RDMA085", docs: excl(func(w *wlB) { w.scheduler = "volcano" })},
+		{name: "two pods, Kueue queue label", rule: "RDMA085", docs: excl(func(w *wlB) { w.labels["kueue.x-k8s.io/queue-name"] = "gpu" })},
+		{name: "operator CRD", rule: "RDMA085", docs: excl(func(w *wlB) { w.kind = "PyTorchJob" })},
+		// RDMA086
+		{name: "no anti-affinity", rule: "RDMA086", trigger: true, docs: excl(same)},
+		{name: "required anti-affinity on hostname", rule: "RDMA086", docs: excl(func(w *wlB) { w.antiAffinity = true })},
+		// RDMA087
+		{name: "NetworkPolicy selecting hostNetwork pods", rule: "RDMA087", trigger: true, docs: func() []M {
+			np := M{"apiVersion": "networking.k8s.io/v1", "kind": "NetworkPolicy", "metadata": M{"name": "deny", "namespace": ns}, "spec": M{"podSelector": M{}, "policyTypes": []string{"Ingress"}}}
+			return append(hostSet(hostWL()), np)
+		}},
+		{name: "NetworkPolicy selecting other pods", rule: "RDMA087", docs: func() []M {
+			np := M{"apiVersion": "networking.k8s.io/v1", "kind": "NetworkPolicy", "metadata": M{"name": "deny", "namespace": ns}, "spec": M{"podSelector": M{"matchLabels": M{"app": "web"}}}}
+			return append(hostSet(hostWL()), np)
+		}},
+		// RDMA088
+		{name: "ClusterPolicy without driver.rdma", rule: "RDMA088", trigger: true, docs: func() []M {
+			cp := M{"apiVersion": "nvidia.com/v1", "kind": "ClusterPolicy", "metadata": M{"name": "cluster-policy"}, "spec": M{"driver": M{"enabled": true}}}
+			return append(exclusiveSet(exclusiveWL()), cp)
+		}},
+		{name: "ClusterPolicy with driver.rdma.enabled", rule: "RDMA088", docs: func() []M {
+			cp := M{"apiVersion": "nvidia.com/v1", "kind": "ClusterPolicy", "metadata": M{"name": "cluster-policy"}, "spec": M{"driver": M{"rdma": M{"enabled": true}}}}
+			return append(exclusiveSet(exclusiveWL()), cp)
+		}},
 		// RDMA080
 		{name: "rendezvous Service with ClusterIP", rule: "RDMA080", trigger: true, docs: func() []M {
 			return []M{vfPool(), exclusiveNAD(), serviceObj(rdzvService, ns, map[string]string{"app": "train"}, false), with(exclusiveWL, func(w *wlB) { w.c().setEnv("MASTER_ADDR", rdzvService) }).obj()}

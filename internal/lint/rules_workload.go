@@ -23,6 +23,7 @@ func (c *checker) checkWorkload(w *workload) {
 	c.checkRDMANeeds(w)
 	c.checkNCCL(w)
 	c.checkRendezvous(w)
+	c.checkScheduling(w)
 }
 
 func (w *workload) isRDMA() bool {
@@ -235,6 +236,8 @@ func (c *checker) checkRDMANeeds(w *workload) {
 }
 
 // exactHCA matches one specific verbs device (mlx5_3, rocep65s0f0, ibp65s0).
+var multusName = regexp.MustCompile(`^net\d+$`)
+
 var exactHCA = regexp.MustCompile(`(_\d+|^roce\w+|^ibp\w+)$`)
 
 // RDMA070-076, RDMA078
@@ -274,6 +277,17 @@ func (c *checker) checkNCCL(w *workload) {
 		}
 		if len(what) > 0 {
 			c.add("RDMA071", w.obj, dis.field, fmt.Sprintf("%s=%q makes NCCL use TCP sockets, yet the pod holds %s", dis.name, dis.value, strings.Join(what, ", ")), "remove it (or set NCCL_IB_DISABLE=0) unless this is a deliberate socket baseline")
+		}
+	}
+	if w.hostNetwork() {
+		if e, ok := w.env("NCCL_SOCKET_IFNAME"); ok {
+			f := parseFilter(e.value)
+			for _, it := range f.items {
+				if !f.exclude && multusName.MatchString(it) {
+					c.addSev("RDMA073", Warning, w.obj, e.field, fmt.Sprintf("NCCL_SOCKET_IFNAME=%q names %q, the name Multus gives a secondary interface inside a pod's own netns; a hostNetwork pod sees the node's interfaces, which rarely carry that name", e.value, it), "set it to the node's interface on the RDMA NIC (ibdev2netdev), or eth0 as the seeds' host route does")
+					break
+				}
+			}
 		}
 	}
 	// Interface rules apply to pods with their own netns.

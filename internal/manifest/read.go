@@ -378,3 +378,6 @@ func typeName(v any) string {
 	}
 	return fmt.Sprintf("%T", v)
 }
+
+// IsZero tells whether the source is unset.
+func (s Source) IsZero() bool { return s.File == "" && s.Line == 0 }
