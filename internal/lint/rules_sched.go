@@ -15,11 +15,11 @@ import (
 var gangSchedulers = map[string]bool{"volcano": true, "kube-batch": true, "scheduler-plugins-scheduler": true, "yunikorn": true}
 
 var gangMarkers = []string{
-	"scheduling.k8s.io/group-name",           // Volcano PodGroup
-	"scheduling.x-k8s.io/pod-group",          // coscheduling
-	"pod-group.scheduling.sigs.k8s.io",       // coscheduling (old)
-	"kueue.x-k8s.io/queue-name",              // Kueue
-	"yunikorn.apache.org/task-group-name",    // YuniKorn
+	"scheduling.k8s.io/group-name",        // Volcano PodGroup
+	"scheduling.x-k8s.io/pod-group",       // coscheduling
+	"pod-group.scheduling.sigs.k8s.io",    // coscheduling (old)
+	"kueue.x-k8s.io/queue-name",           // Kueue
+	"yunikorn.apache.org/task-group-name", // YuniKorn
 	"scheduling.volcano.sh/group-name",
 }
 
@@ -87,7 +87,7 @@ func (c *checker) checkScheduling(w *workload) {
 			c.add("RDMA085", w.obj, w.t.Field("spec.schedulerName"), fmt.Sprintf("%d pods must all run for training to progress, but scheduler %q admits them one by one; partially started jobs hold GPUs and RDMA devices and can deadlock each other", n, firstNonEmpty(sched, "default-scheduler")), "")
 		}
 		if !spreadsByHost(w.t.Spec) {
-			c.add("RDMA086", w.obj, w.t.Field("spec.affinity"), fmt.Sprintf("%d replicas and no required podAntiAffinity or DoNotSchedule spread on kubernetes.io/hostname: two members may land on one node and share its NIC", n), fmt.Sprintf("add spec.affinity.podAntiAffinity.requiredDuringSchedulingIgnoredDuringExecution with labelSelector %v and topologyKey kubernetes.io/hostname", w.t.Meta.Labels))
+			c.add("RDMA086", w.obj, w.t.Field("spec.affinity"), fmt.Sprintf("%d replicas and no required podAntiAffinity or DoNotSchedule spread on kubernetes.io/hostname: two members may land on one node and share its NIC", n), fmt.Sprintf("add spec.affinity.podAntiAffinity.requiredDuringSchedulingIgnoredDuringExecution with labelSelector.matchLabels %s and topologyKey kubernetes.io/hostname", labelString(w.t.Meta.Labels)))
 		}
 	}
 	if w.hostNetwork() {
@@ -151,4 +151,13 @@ func (c *checker) checkClusterPolicy() {
 			c.add("RDMA088", o, "spec.driver.rdma.enabled", fmt.Sprintf("ClusterPolicy %s does not set spec.driver.rdma.enabled: true, but the input has RDMA GPU workloads; without nvidia-peermem NCCL moves data through host memory (no /GDRDMA)", firstNonEmpty(o.Name, "<unnamed>")), "")
 		}
 	}
+}
+
+func labelString(m map[string]string) string {
+	var parts []string
+	for k, v := range m {
+		parts = append(parts, k+": "+v)
+	}
+	sortStrings(parts)
+	return "{" + strings.Join(parts, ", ") + "}"
 }
