@@ -2,6 +2,7 @@ package meta
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -89,8 +90,23 @@ func withPlugin(a *skel.CmdArgs, fn func(p *Plugin) error) error {
 	err = fn(p)
 	if err != nil {
 		log.Error("failed", "container", a.ContainerID, "err", err)
+		return asCNIError(err)
 	}
-	return err
+	return nil
+}
+
+// asCNIError keeps the whole message: skel would otherwise print only an
+// inner delegate's *types.Error and drop which network and pod failed.
+func asCNIError(err error) error {
+	code := uint(types.ErrInternal)
+	var te *types.Error
+	if errors.As(err, &te) {
+		if te == err {
+			return err
+		}
+		code = te.Code
+	}
+	return types.NewError(code, err.Error(), "")
 }
 
 // Main is the CNI entry point of the rdmanet binary.
