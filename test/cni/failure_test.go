@@ -16,6 +16,11 @@ import (
 	"github.com/rdmanet/rdmanet/test/netnsutil"
 )
 
+// fullNAD is the seed NAD with every optional sriov field set, so that each
+// ADD step changes something that DEL must undo.
+var fullNAD = strings.Replace(seedNAD, `"vlan": 200,`,
+	`"vlan": 200, "vlanQoS": 3, "mac": "02:aa:bb:cc:dd:01", "mtu": 9000, "link_state": "enable", "min_tx_rate": 100, "max_tx_rate": 10000,`, 1)
+
 // TestCrashConsistency makes ADD fail right after each of its steps — by
 // returning an error (the plugin's rollback runs) or by dying on the spot
 // (nothing runs) — then runs DEL as the runtime would. Afterwards the VF
@@ -41,7 +46,7 @@ func TestCrashConsistency(t *testing.T) {
 				n := newNode(t, 2)
 				const i = 1
 				pod := netnsutil.NewNS(t)
-				l := confList(t, seedNAD, "1.0.0", vfBDF(i))
+				l := confList(t, fullNAD, "1.0.0", vfBDF(i))
 				r := rt(i, pod)
 				fault := p.plugin + ":" + p.step
 				if exit {
