@@ -372,8 +372,10 @@ func TestAddFailuresRollBack(t *testing.T) {
 		},
 		{
 			name: "second attachment fails half way", networks: `face-training-rdma,broken`, resources: `example.com/sriov_rdma: "1"`, devices: []string{"0000:41:00.3"},
-			setup: func(r *rig) { r.nad("ai-training", "broken", "", macvlanConf("broken", "no-such-master", "10.80.0.0/24", r)) },
-			want:  []string{"network ai-training/broken (net2)"},
+			setup: func(r *rig) {
+				r.nad("ai-training", "broken", "", macvlanConf("broken", "no-such-master", "10.80.0.0/24", r))
+			},
+			want: []string{"network ai-training/broken (net2)"},
 		},
 		{
 			name: "namespace isolation", networks: `other/net`,
@@ -420,7 +422,7 @@ func TestAddFailuresRollBack(t *testing.T) {
 
 func TestDelWithoutPodNADOrCache(t *testing.T) {
 	tests := []struct {
-		name  string
+		name   string
 		break_ func(r *rig)
 	}{
 		{"pod and NADs gone", func(r *rig) {
