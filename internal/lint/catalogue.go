@@ -147,6 +147,11 @@ var Catalogue = []Rule{
 		Why:     seedMacvlan + ", 七 and 五: in multi-rail pods (net1, net2 on two RoCE NICs) interfaces in one subnet answer each other's ARP (ARP flux), so RDMA sessions bind to the wrong rail or fail to establish.",
 		Fix:     "Give every rail its own subnet (one NAD/IPAM range per NIC)."},
 
+	{ID: "RDMA042", Name: "ipam-config-invalid", Severity: Error,
+		Summary: "An rdmanet-ipam/whereabouts ipam section is rejected by rdmanet-ipam (bad range, exclude or gateway outside the range, no usable address, ...).",
+		Why:     seedMultus + ", IPAM: nodes sharing one training subnet need a cross-node IPAM; rdmanet-ipam accepts the Whereabouts fields, and a config it rejects fails every pod's CNI ADD on the training net.",
+		Fix:     "Fix the field the message names (range as a CIDR, exclude and gateway inside the range)."},
+
 	// --- pools ---
 	{ID: "RDMA045", Name: "overlapping-device-plugins", Severity: Error,
 		Summary: "An SR-IOV pool and a shared-HCA pool select the same PF/interface (warning when they may overlap by vendor/device only).",

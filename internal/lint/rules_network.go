@@ -124,6 +124,7 @@ func (c *checker) checkIPAM(n *manifest.NAD, p manifest.CNIPlugin, field string)
 		c.add("RDMA036", o, field, fmt.Sprintf("%s: the %s plugin has no ipam; the secondary interface gets no address, so there is no RoCEv2 IPv4 GID and NCCL bootstrap on it fails", n.Ref(), p.Type), "add \"ipam\": {\"type\": \"rdmanet-ipam\", \"range\": \"<training subnet>\"}")
 		return
 	}
+	c.checkClusterIPAM(n, p, field)
 	if typ == "host-local" {
 		c.add("RDMA037", o, field+".type", fmt.Sprintf("%s uses host-local IPAM; it allocates per node, so pods on different nodes get the same addresses from range %v", n.Ref(), ipamRange(ipam)), "use \"type\": \"rdmanet-ipam\" (or whereabouts) with the same range")
 	}

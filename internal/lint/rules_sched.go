@@ -55,14 +55,7 @@ func (c *checker) checkScheduling(w *workload) {
 			if !ifacePlugins[p.Type] {
 				continue
 			}
-			r, _ := p.IPAM()["range"].(string)
-			if r == "" {
-				r, _ = p.IPAM()["subnet"].(string)
-			}
-			if i := strings.IndexByte(r, '-'); i >= 0 && !strings.Contains(r, "/") {
-				r = ""
-			}
-			if _, ipn, err := net.ParseCIDR(r); err == nil {
+			for _, ipn := range ipamCIDRs(n.nad.Name, p.IPAM()) {
 				rails = append(rails, rail{net: ipn, name: fmt.Sprintf("%s@%s (%s)", n.nad.Name, n.sel.Interface, ipn)})
 			}
 		}
