@@ -332,8 +332,26 @@ func fromMap(m map[string]any, src Source) ([]*Object, error) {
 	}
 	o := &Object{APIVersion: apiVersion, Kind: kind, Data: m, Source: src}
 	if md, ok := m["metadata"].(map[string]any); ok {
+		for _, k := range []string{"name", "namespace"} {
+			if v, present := md[k]; present && v != nil {
+				if _, isStr := v.(string); !isStr {
+					return nil, &ParseError{File: src.File, Line: src.Line, Err: fmt.Errorf("%s metadata.%s is a %s (%v), want a string; YAML reads unquoted y/n/yes/no/on/off/true/false and numbers as non-strings, quote it", kind, k, typeName(v), v)}
+				}
+			}
+		}
 		o.Name, _ = md["name"].(string)
 		o.Namespace, _ = md["namespace"].(string)
+		for _, k := range []string{"labels", "annotations"} {
+			mm, isMap := md[k].(map[string]any)
+			if md[k] != nil && !isMap {
+				return nil, &ParseError{File: src.File, Line: src.Line, Err: fmt.Errorf("%s %s: metadata.%s is a %s, want a mapping of strings", kind, o.Name, k, typeName(md[k]))}
+			}
+			for kk, v := range mm {
+				if _, isStr := v.(string); !isStr {
+					return nil, &ParseError{File: src.File, Line: src.Line, Err: fmt.Errorf("%s %s: metadata.%s[%s] is a %s (%v), want a string; quote the value", kind, o.Name, k, kk, typeName(v), v)}
+				}
+			}
+		}
 		o.Labels = stringMap(md["labels"])
 		o.Annotations = stringMap(md["annotations"])
 	} else if md, present := m["metadata"]; present && md != nil {

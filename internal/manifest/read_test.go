@@ -57,6 +57,8 @@ func TestParseErrorsNameFileAndLine(t *testing.T) {
 		{name: "scalar document", src: "---\njust a string\n", line: 2, msg: "want a Kubernetes object"},
 		{name: "broken JSON", src: "{\"apiVersion\": \"v1\",\n \"kind\": \"Pod\",,}\n", line: 2, msg: ""},
 		{name: "list items not objects", src: "apiVersion: v1\nkind: List\nitems: [1]\n", line: 1, msg: "items[0]"},
+		{name: "unquoted n as name", src: "apiVersion: v1\nkind: Pod\nmetadata: {name: n}\n", line: 1, msg: "metadata.name is a boolean"},
+		{name: "label value is a number", src: "apiVersion: v1\nkind: Pod\nmetadata:\n  name: a\n  labels: {node-index: 0}\n", line: 1, msg: "labels[node-index] is a number"},
 		{name: "metadata not a map", src: "apiVersion: v1\nkind: Pod\nmetadata: [a]\n", line: 1, msg: "metadata"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
