@@ -152,6 +152,11 @@ var Catalogue = []Rule{
 		Why:     seedMultus + ", IPAM: nodes sharing one training subnet need a cross-node IPAM; rdmanet-ipam accepts the Whereabouts fields, and a config it rejects fails every pod's CNI ADD on the training net.",
 		Fix:     "Fix the field the message names (range as a CIDR, exclude and gateway inside the range)."},
 
+	{ID: "RDMA043", Name: "netns-mode-conflict", Severity: Warning,
+		Summary: "The input defines both an exclusive (sriov → rdma) and a shared-HCA (macvlan) RDMA network; a node serves only one of them.",
+		Why:     seedMultus + ", 安装前提 (RDMA subsystem in exclusive netns mode for VFs) and " + seedMacvlan + ", 三 (rdma system set netns shared is the precondition of macvlan sharing): the RDMA netns mode is node-wide, so one node cannot serve both models.",
+		Fix:     "Run the two modes on disjoint node sets (node selectors on the device plugin pools and the workloads), with the netns mode set per node set."},
+
 	// --- pools ---
 	{ID: "RDMA045", Name: "overlapping-device-plugins", Severity: Error,
 		Summary: "An SR-IOV pool and a shared-HCA pool select the same PF/interface (warning when they may overlap by vendor/device only).",

@@ -114,6 +114,21 @@ func (c *checker) checkNADs() {
 		}
 		c.checkMacvlan(n, pools)
 	}
+	// RDMA043: exclusive and shared networks in one input.
+	var excl, shared []*manifest.NAD
+	for _, n := range c.in.nads {
+		switch {
+		case n.Config.Has("rdma") && (n.Config.Has("sriov") || n.Config.Has("ib-sriov")):
+			excl = append(excl, n)
+		case nadKind(n) == resShared && n.Config.Index("ipoib") < 0:
+			shared = append(shared, n)
+		}
+	}
+	if len(excl) > 0 {
+		for _, n := range shared {
+			c.add("RDMA043", n.Obj, n.ConfigField, fmt.Sprintf("%s shares HCAs (needs rdma system netns shared) while %s moves VF RDMA devices into pods (needs netns exclusive); the mode is node-wide, so a node can serve only one of them", n.Ref(), excl[0].Ref()), "")
+		}
+	}
 }
 
 func (c *checker) checkIPAM(n *manifest.NAD, p manifest.CNIPlugin, field string) {

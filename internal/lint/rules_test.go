@@ -212,6 +212,11 @@ func ruleCases() []ruleCase {
 		{name: "whereabouts range not a CIDR", rule: "RDMA042", trigger: true, docs: nadWith(conflist(trainNet, M{"type": "sriov", "ipam": M{"type": "whereabouts", "range": "10.60.0.0"}}, M{"type": "rdma"}), vfRes)},
 		{name: "seed whereabouts config", rule: "RDMA042", docs: nadWith(conflist(trainNet, M{"type": "sriov", "ipam": M{"type": "whereabouts", "range": "10.60.0.0/16", "exclude": []string{"10.60.0.0/24"}}}, M{"type": "rdma"}), vfRes)},
 		{name: "kubernetes datastore without kubeconfig (node config supplies it)", rule: "RDMA042", docs: nadWith(conflist(trainNet, M{"type": "sriov", "ipam": M{"type": "whereabouts", "range": "10.60.0.0/16", "datastore": "kubernetes"}}, M{"type": "rdma"}), vfRes)},
+		// RDMA043
+		{name: "VF network and macvlan network in one input", rule: "RDMA043", trigger: true, docs: func() []M {
+			return []M{vfPool(), sharedPool(), exclusiveNAD(), sharedNAD()}
+		}},
+		{name: "only the VF network", rule: "RDMA043", docs: func() []M { return []M{vfPool(), sharedPool(), exclusiveNAD()} }},
 		// RDMA045
 		{name: "VF pool and shared pool on one PF", rule: "RDMA045", trigger: true, docs: func() []M {
 			return []M{vfPool(), sharedPoolCM("hca_shared", []string{vfPF}, 63)}
