@@ -78,24 +78,33 @@ func TestBenchChain(t *testing.T) {
 		ms(percentile(execs, 0.5)), ms(percentile(execs, 0.99)), loadavg())
 
 	pod := netnsutil.NewNS(t)
-	l := confList(t, seedNAD, "1.0.0", vfBDF(0))
-	var adds, dels []time.Duration
-	for k := 0; k < runs; k++ {
-		r := rt(1000+k, pod)
-		start := time.Now()
-		if _, err := n.add(l, r); err != nil {
-			t.Fatalf("run %d ADD: %v", k, err)
+	noIPAM := `{"cniVersion":"1.0.0","name":"face-training-rdma","plugins":[{"type":"sriov","vlan":200,"spoofchk":"on","trust":"off"},{"type":"rdma"}]}`
+	for _, series := range []struct {
+		name, conf string
+		base       int
+	}{
+		{name: "sriov+rdma+rdmanet-ipam (seed NAD)", conf: seedNAD, base: 1000},
+		{name: "sriov+rdma (no IPAM)", conf: noIPAM, base: 5000},
+	} {
+		l := confList(t, series.conf, "1.0.0", vfBDF(0))
+		var adds, dels []time.Duration
+		for k := 0; k < runs; k++ {
+			r := rt(series.base+k, pod)
+			start := time.Now()
+			if _, err := n.add(l, r); err != nil {
+				t.Fatalf("%s run %d ADD: %v", series.name, k, err)
+			}
+			adds = append(adds, time.Since(start))
+			start = time.Now()
+			if err := n.del(l, r); err != nil {
+				t.Fatalf("%s run %d DEL: %v", series.name, k, err)
+			}
+			dels = append(dels, time.Since(start))
 		}
-		adds = append(adds, time.Since(start))
-		start = time.Now()
-		if err := n.del(l, r); err != nil {
-			t.Fatalf("run %d DEL: %v", k, err)
-		}
-		dels = append(dels, time.Since(start))
+		n.assertRestored(t, 0, containerID(series.base+runs-1))
+		fmt.Printf("cni-bench: chain=%s runs=%d ADD p50=%s p99=%s DEL p50=%s p99=%s\n",
+			series.name, runs, ms(percentile(adds, 0.5)), ms(percentile(adds, 0.99)), ms(percentile(dels, 0.5)), ms(percentile(dels, 0.99)))
 	}
-	n.assertRestored(t, 0, containerID(1000+runs-1))
-	fmt.Printf("cni-bench: chain=sriov+rdma+rdmanet-ipam(whereabouts config) runs=%d ADD p50=%s p99=%s DEL p50=%s p99=%s\n",
-		runs, ms(percentile(adds, 0.5)), ms(percentile(adds, 0.99)), ms(percentile(dels, 0.5)), ms(percentile(dels, 0.99)))
 
 	pods := make([]ns.NetNS, parallel)
 	lists := make([]*libcni.NetworkConfigList, parallel)
