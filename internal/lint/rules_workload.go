@@ -129,7 +129,7 @@ func (c *checker) checkNetworkRefs(w *workload) {
 				continue
 			}
 			if len(rdmaRes) == 0 {
-				c.add("RDMA014", w.obj, n.field, fmt.Sprintf("network %q (%s) is backed by resource %s, but no container requests it; no device is allocated and the CNI has no deviceID", n.sel.Name, n.nad.Ref(), rn), fmt.Sprintf("add %s: \"1\" to resources.limits of the training container", rn))
+				c.add("RDMA014", w.obj, n.field, fmt.Sprintf("network %q (%s) is backed by resource %s, but no container requests it; no device is allocated and the CNI has no deviceID", n.sel.Name, n.nad.Ref(), rn), fmt.Sprintf("add %s: \"1\" to resources.limits of the training container (unless the network-resources-injector webhook adds it at admission)", rn))
 			} else {
 				var got []string
 				for _, r := range rdmaRes {

@@ -84,7 +84,7 @@ func PoolsFromObject(o *Object) ([]*Pool, []*PoolConfigError) {
 		var errs []*PoolConfigError
 		for _, k := range sortedKeys(data) {
 			s, _ := data[k].(string)
-			if !strings.Contains(s, "resourceList") && !strings.Contains(s, "configList") {
+			if !looksLikePoolConfig(s) {
 				continue
 			}
 			p, e := parsePoolConfig(o, "data["+k+"]", s)
@@ -120,12 +120,21 @@ func PoolsFromObject(o *Object) ([]*Pool, []*PoolConfigError) {
 	return nil, nil
 }
 
-type sriovConfig struct {
-	ResourceList []map[string]any `json:"resourceList"`
-}
-
-type sharedConfig struct {
-	ConfigList []map[string]any `json:"configList"`
+// looksLikePoolConfig tells whether a ConfigMap value is meant as a device
+// plugin config: a JSON object with a top-level resourceList or configList
+// (or one that fails to parse but names them, so the error is reported).
+func looksLikePoolConfig(s string) bool {
+	t := strings.TrimSpace(s)
+	if !strings.HasPrefix(t, "{") {
+		return false
+	}
+	var probe map[string]json.RawMessage
+	if err := json.Unmarshal([]byte(t), &probe); err != nil {
+		return strings.Contains(t, `"resourceList"`) || strings.Contains(t, `"configList"`)
+	}
+	_, a := probe["resourceList"]
+	_, b := probe["configList"]
+	return a || b
 }
 
 func parsePoolConfig(o *Object, field, s string) ([]*Pool, []*PoolConfigError) {

@@ -253,3 +253,26 @@ spec: {master: ens1, mtu: 9000, networkNamespace: ai, ipam: '{"type":"whereabout
 		t.Errorf("MacvlanNetwork NAD = %+v", mv)
 	}
 }
+
+func TestPoolConfigDetection(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		value string
+		pools int
+		errs  int
+	}{
+		{name: "sriov resourceList", value: `{"resourceList":[{"resourceName":"a","selectors":{"pfNames":["x"]}}]}`, pools: 1},
+		{name: "shared configList", value: `{"configList":[{"resourceName":"a","rdmaHcaMax":1,"selectors":{"ifNames":["x"]}}]}`, pools: 1},
+		{name: "script mentioning configList", value: "#!/bin/sh\necho configList resourceList\n", pools: 0},
+		{name: "other JSON", value: `{"logLevel":"debug","note":"resourceList"}`, pools: 0},
+		{name: "broken pool JSON is reported", value: `{"resourceList": [}`, errs: 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			o := &Object{APIVersion: "v1", Kind: "ConfigMap", Name: "c", Data: map[string]any{"data": map[string]any{"config.json": tc.value}}}
+			pools, errs := PoolsFromObject(o)
+			if len(pools) != tc.pools || len(errs) != tc.errs {
+				t.Errorf("pools %d errs %d, want %d %d", len(pools), len(errs), tc.pools, tc.errs)
+			}
+		})
+	}
+}
