@@ -113,7 +113,11 @@ func (c *checker) checkNetworkRefs(w *workload) {
 					for _, o := range n.other {
 						where = append(where, o.Ref())
 					}
-					c.add("RDMA021", w.obj, n.field, fmt.Sprintf("network %q is looked up in namespace %q, but the NAD exists only as %s", qualified, orDefault(w.ns), strings.Join(where, ", ")), fmt.Sprintf("reference it as %s/%s, or create the NAD in namespace %q", n.other[0].Namespace, n.sel.Name, orDefault(w.ns)))
+					fix := fmt.Sprintf("reference it as %s/%s, or create the NAD in namespace %q", n.other[0].Namespace, n.sel.Name, orDefault(w.ns))
+					if g := n.other[0]; g.Generated && g.Obj.Kind != "SpiderMultusConfig" {
+						fix = fmt.Sprintf("set spec.networkNamespace: %s on %s (it generates the NAD), or reference it as %s/%s", orDefault(w.ns), g.Obj.Ref(), g.Namespace, n.sel.Name)
+					}
+					c.add("RDMA021", w.obj, n.field, fmt.Sprintf("network %q is looked up in namespace %q, but the NAD exists only as %s", qualified, orDefault(w.ns), strings.Join(where, ", ")), fix)
 				case haveNADs:
 					c.add("RDMA020", w.obj, n.field, fmt.Sprintf("network %q references NetworkAttachmentDefinition %s, which is not in the input; Multus fails the pod sandbox", qualified, manifest.Ref("NetworkAttachmentDefinition", firstNonEmpty(n.sel.Namespace, w.ns), n.sel.Name)), "create the NAD or fix the name in the annotation")
 				default:

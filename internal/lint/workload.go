@@ -331,6 +331,8 @@ func (w *workload) decideMode() {
 			case resShared:
 				shared = true
 			}
+		} else if len(n.other) > 0 {
+			w.note("network %s@%s (%s; NAD only in namespace %s)", label, ifaceOrUnknown(n.sel.Interface), w.netsKey, n.other[0].Namespace)
 		} else {
 			w.note("network %s@%s (%s; NAD not in the input)", label, ifaceOrUnknown(n.sel.Interface), w.netsKey)
 		}
