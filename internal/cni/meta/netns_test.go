@@ -12,6 +12,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/containernetworking/cni/libcni"
 	"github.com/containernetworking/plugins/pkg/ns"
@@ -40,6 +41,8 @@ func plugins(t *testing.T) string {
 		}
 		cmd := exec.Command("go", "build", "-o", binDir+"/",
 			"github.com/rdmanet/rdmanet/cmd/rdmanet",
+			"github.com/rdmanet/rdmanet/cmd/rdmanet-direct",
+			"github.com/rdmanet/rdmanet/cmd/rdmanet-daemon",
 			"github.com/containernetworking/plugins/plugins/main/bridge",
 			"github.com/containernetworking/plugins/plugins/main/macvlan",
 			"github.com/containernetworking/plugins/plugins/ipam/host-local")
@@ -471,5 +474,82 @@ func TestDelAfterNetnsGone(t *testing.T) {
 	}
 	if f := r.ipamFiles(); len(f) != 0 {
 		t.Fatalf("DEL leaked addresses: %v", f)
+	}
+}
+
+// TestDaemonMode runs the daemon in the host namespace (as the DaemonSet
+// would) and checks that the shim hands calls to it; then stops it and
+// checks that the shim falls back to the per-call plugin.
+func TestDaemonMode(t *testing.T) {
+	r := newRig(t)
+	r.nad("ai-training", "face-training-rdma", "example.com/sriov_rdma", macvlanConf("face-training-rdma", "roce0", "10.60.1.0/24", r))
+	r.podManifest("ai-training", "trainer-0", `[{"name": "face-training-rdma", "interface": "net1"}]`, `example.com/sriov_rdma: "1"`)
+	r.pr.pods["ai-training/trainer-0"] = map[string][]string{"example.com/sriov_rdma": {"0000:41:00.4"}}
+	sock := filepath.Join(r.dir, "daemon.sock")
+	r.conf["daemonSocket"] = sock
+	confFile := filepath.Join(r.dir, "rdmanet.conf")
+	b, err := json.Marshal(r.conf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.write("rdmanet.conf", string(b))
+	daemonLog := filepath.Join(r.dir, "daemon.log")
+	logf, err := os.Create(daemonLog)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer logf.Close()
+	cmd := exec.Command(filepath.Join(r.bin, "rdmanet-daemon"), "--config", confFile, "--log-level", "debug")
+	cmd.Stdout, cmd.Stderr = logf, logf
+	netnsutil.Do(t, r.host, cmd.Start)
+	stopped := false
+	stop := func() {
+		if !stopped {
+			_ = cmd.Process.Signal(os.Interrupt)
+			_ = cmd.Wait()
+			stopped = true
+		}
+	}
+	t.Cleanup(stop)
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		if _, err := os.Stat(sock); err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			b, _ := os.ReadFile(daemonLog)
+			t.Fatalf("daemon did not come up:\n%s", b)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if _, err := r.add("1.0.0", "c1", "ai-training", "trainer-0"); err != nil {
+		t.Fatal(err)
+	}
+	if st := r.status("ai-training", "trainer-0"); len(st) != 2 || st[1].DeviceInfo.Pci.PciAddress != "0000:41:00.4" {
+		t.Fatalf("network-status = %+v", st)
+	}
+	if err := r.del("1.0.0", "c1", "ai-training", "trainer-0"); err != nil {
+		t.Fatal(err)
+	}
+	logText, _ := os.ReadFile(daemonLog)
+	if !strings.Contains(string(logText), "ADD done") {
+		t.Fatalf("the daemon did not serve the ADD:\n%s", logText)
+	}
+	if b, _ := os.ReadFile(filepath.Join(r.dir, "rdmanet.log")); strings.Contains(string(b), "ADD done") {
+		t.Fatalf("the per-call plugin ran although the daemon was up:\n%s", b)
+	}
+	// daemon down: the shim falls back to rdmanet-direct
+	stop()
+	if _, err := r.add("1.0.0", "c2", "ai-training", "trainer-0"); err != nil {
+		t.Fatalf("fallback ADD: %v", err)
+	}
+	if b, _ := os.ReadFile(filepath.Join(r.dir, "rdmanet.log")); !strings.Contains(string(b), "ADD done") {
+		t.Fatalf("fallback did not run the per-call plugin:\n%s", b)
+	}
+	if err := r.del("1.0.0", "c2", "ai-training", "trainer-0"); err != nil {
+		t.Fatal(err)
+	}
+	if links := netnsutil.Links(t, r.pod); len(links) != 1 {
+		t.Fatalf("DEL left %v", links)
 	}
 }

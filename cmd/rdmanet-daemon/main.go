@@ -1,0 +1,96 @@
+// Command rdmanet-daemon serves the rdmanet CNI shim on a unix socket with
+// warm state: informer caches of the node's pods and every NAD, one kubelet
+// PodResources connection, and the plugin logic of rdmanet-direct.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/rdmanet/rdmanet/internal/cni/meta"
+)
+
+func main() { os.Exit(run()) }
+
+func run() int {
+	fs := flag.NewFlagSet("rdmanet-daemon", flag.ContinueOnError)
+	confPath := fs.String("config", "/etc/cni/net.d/00-rdmanet.conf", "the rdmanet network config (the same file the runtime passes to the shim): kubeconfig, source, podResourcesSocket, daemonSocket")
+	socket := fs.String("socket", "", "unix socket to serve (default: the config's daemonSocket)")
+	node := fs.String("node-name", os.Getenv("NODE_NAME"), "this node's name: the pod cache holds only its pods (default $NODE_NAME)")
+	logLevel := fs.String("log-level", "info", "debug, info, warn or error")
+	syncTimeout := fs.Duration("sync-timeout", 60*time.Second, "how long to wait for the first informer sync")
+	fs.Usage = func() {
+		fmt.Fprintf(fs.Output(), "rdmanet-daemon keeps the meta CNI's state warm and serves the rdmanet shim.\n\nFlags:\n")
+		fs.PrintDefaults()
+	}
+	if err := fs.Parse(os.Args[1:]); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return 0
+		}
+		return 2
+	}
+	var level slog.Level
+	if err := level.UnmarshalText([]byte(*logLevel)); err != nil {
+		fmt.Fprintf(os.Stderr, "rdmanet-daemon: --log-level=%q: must be debug, info, warn or error\n", *logLevel)
+		return 2
+	}
+	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
+	b, err := os.ReadFile(*confPath)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "rdmanet-daemon: %v\n", err)
+		return 1
+	}
+	conf, err := meta.ParseConfig(b)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "rdmanet-daemon: %s: %v\n", *confPath, err)
+		return 1
+	}
+	if *socket == "" {
+		*socket = conf.DaemonSocket
+	}
+	if *socket == "" {
+		fmt.Fprintf(os.Stderr, "rdmanet-daemon: no socket: set --socket or daemonSocket in %s\n", *confPath)
+		return 2
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+	d := &meta.Daemon{Socket: *socket, Log: log}
+	switch conf.Source.Type {
+	case "static":
+		d.Source = &meta.StaticSource{Dir: conf.Source.Dir, StatusDir: conf.Source.StatusDir}
+	default:
+		live, err := meta.NewKubeSource(conf.Kubeconfig, 50)
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "rdmanet-daemon: %v\n", err)
+			return 1
+		}
+		sctx, cancel := context.WithTimeout(ctx, *syncTimeout)
+		cs, err := meta.NewCachedSource(sctx, live, *node)
+		cancel()
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "rdmanet-daemon: %v\n", err)
+			return 1
+		}
+		d.Source = cs
+	}
+	prc, err := meta.NewPodResourcesClient(conf.PodResourcesSocket)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "rdmanet-daemon: %v\n", err)
+		return 1
+	}
+	defer prc.Close()
+	d.Devices = prc
+	log.Info("rdmanet-daemon serving", "socket", *socket, "node", *node, "source", conf.Source.Type)
+	if err := d.Serve(ctx); err != nil {
+		log.Error("daemon stopped", "err", err)
+		return 1
+	}
+	return 0
+}

@@ -1,0 +1,8 @@
+// Command rdmanet-direct is the per-call meta CNI: it does the whole job in
+// its own process (API client, PodResources, delegates). The rdmanet shim
+// runs it when the daemon is not configured or not reachable.
+package main
+
+import "github.com/rdmanet/rdmanet/internal/cni/meta"
+
+func main() { meta.Main() }

@@ -1,0 +1,154 @@
+// Package shim is the rdmanet CNI binary's entry point. It is deliberately
+// small (no Kubernetes client code) so it starts fast: it hands the call to
+// the rdmanet daemon over its unix socket, and when no daemon is configured
+// or none answers, runs the per-call plugin (rdmanet-direct, installed next
+// to it), which does the whole job itself within bounded time.
+package shim
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"syscall"
+	"time"
+
+	"github.com/containernetworking/cni/pkg/skel"
+	"github.com/containernetworking/cni/pkg/types"
+	"github.com/containernetworking/cni/pkg/version"
+
+	"github.com/rdmanet/rdmanet/internal/cni/meta/wire"
+)
+
+// DirectBinary is the per-call plugin the shim falls back to.
+const DirectBinary = "rdmanet-direct"
+
+// Limits of one call to the daemon; DEL is bounded so pod deletion never hangs.
+var (
+	DialTimeout = 500 * time.Millisecond
+	AddTimeout  = 5 * time.Minute
+	DelTimeout  = 60 * time.Second
+)
+
+var versions = version.PluginSupports("0.3.0", "0.3.1", "0.4.0", "1.0.0", "1.1.0")
+
+// Main runs the shim.
+func Main() {
+	skel.PluginMainFuncs(skel.CNIFuncs{
+		Add:    func(a *skel.CmdArgs) error { return call("ADD", a) },
+		Del:    func(a *skel.CmdArgs) error { return call("DEL", a) },
+		Check:  func(a *skel.CmdArgs) error { return call("CHECK", a) },
+		Status: func(a *skel.CmdArgs) error { return call("STATUS", a) },
+	}, versions, "rdmanet meta CNI shim (hands calls to the rdmanet daemon; falls back to rdmanet-direct)")
+}
+
+// errNoDaemon means the daemon is not there: nothing was sent, falling back is safe.
+var errNoDaemon = errors.New("daemon not reachable")
+
+func call(cmd string, a *skel.CmdArgs) error {
+	var conf wire.Conf
+	if err := json.Unmarshal(a.StdinData, &conf); err != nil {
+		return types.NewError(types.ErrDecodingFailure, "rdmanet: network config is not valid JSON: "+err.Error(), "")
+	}
+	if conf.DaemonSocket != "" {
+		out, err := viaDaemon(cmd, a, conf.DaemonSocket)
+		switch {
+		case err == nil:
+			if cmd == "ADD" {
+				_, werr := os.Stdout.Write(append(out, '\n'))
+				return werr
+			}
+			return nil
+		case !errors.Is(err, errNoDaemon):
+			return err
+		}
+		// fall through: the daemon is down, do the work per call
+	}
+	return direct(a)
+}
+
+func viaDaemon(cmd string, a *skel.CmdArgs, socket string) (json.RawMessage, error) {
+	if _, err := os.Stat(socket); err != nil {
+		return nil, fmt.Errorf("%w: %v", errNoDaemon, err)
+	}
+	timeout := AddTimeout
+	if cmd == "DEL" {
+		timeout = DelTimeout
+	}
+	client := &http.Client{Transport: &http.Transport{
+		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+			d := net.Dialer{Timeout: DialTimeout}
+			c, err := d.DialContext(ctx, "unix", socket)
+			if err != nil {
+				return nil, fmt.Errorf("%w: %v", errNoDaemon, err)
+			}
+			return c, nil
+		},
+	}, Timeout: timeout}
+	body, err := json.Marshal(wire.Request{Command: cmd, ContainerID: a.ContainerID, Netns: a.Netns, IfName: a.IfName, Args: a.Args, Path: a.Path, Config: a.StdinData})
+	if err != nil {
+		return nil, err
+	}
+	resp, err := client.Post("http://rdmanet"+wire.Path, "application/json", bytes.NewReader(body))
+	if err != nil {
+		if errors.Is(err, errNoDaemon) {
+			return nil, err
+		}
+		return nil, types.NewError(types.ErrTryAgainLater, fmt.Sprintf("rdmanet daemon at %s did not answer %s for container %s: %v", socket, cmd, a.ContainerID, err), "")
+	}
+	defer resp.Body.Close()
+	var r wire.Response
+	if err := json.NewDecoder(resp.Body).Decode(&r); err != nil {
+		return nil, types.NewError(types.ErrDecodingFailure, fmt.Sprintf("rdmanet daemon at %s sent a bad answer: %v", socket, err), "")
+	}
+	if r.Error != nil {
+		return nil, r.Error
+	}
+	return r.Result, nil
+}
+
+// direct runs rdmanet-direct with the same environment and config and
+// passes its output and exit status through.
+func direct(a *skel.CmdArgs) error {
+	bin, err := findDirect(a.Path)
+	if err != nil {
+		return types.NewError(types.ErrInternal, err.Error(), "")
+	}
+	cmd := exec.Command(bin)
+	cmd.Stdin = bytes.NewReader(a.StdinData)
+	cmd.Stdout, cmd.Stderr = os.Stdout, os.Stderr
+	cmd.Env = os.Environ()
+	err = cmd.Run()
+	var ee *exec.ExitError
+	if errors.As(err, &ee) {
+		if st, ok := ee.Sys().(syscall.WaitStatus); ok {
+			os.Exit(st.ExitStatus()) // the error JSON is already on stdout
+		}
+		os.Exit(1)
+	}
+	if err != nil {
+		return types.NewError(types.ErrInternal, fmt.Sprintf("run %s: %v", bin, err), "")
+	}
+	return nil
+}
+
+func findDirect(cniPath string) (string, error) {
+	var dirs []string
+	if self, err := os.Executable(); err == nil {
+		dirs = append(dirs, filepath.Dir(self))
+	}
+	dirs = append(dirs, filepath.SplitList(cniPath)...)
+	for _, d := range dirs {
+		p := filepath.Join(d, DirectBinary)
+		if fi, err := os.Stat(p); err == nil && !fi.IsDir() {
+			return p, nil
+		}
+	}
+	return "", fmt.Errorf("rdmanet: no daemon configured or reachable, and %s is not installed next to the shim or on CNI_PATH (%v); fix: install %s in the CNI bin directory or start the rdmanet daemon", DirectBinary, dirs, DirectBinary)
+}
