@@ -17,7 +17,7 @@ type staticProbe struct {
 }
 
 func (p staticProbe) DefaultRouteLinks() ([]string, error) { return p.links, nil }
-func (p staticProbe) RDMANetnsMode() (string, error)      { return p.mode, p.err }
+func (p staticProbe) RDMANetnsMode() (string, error)       { return p.mode, p.err }
 
 // The --once output is the operator's preview of a config; its JSON shape
 // is a contract: {"pools":[{"resource","kind","devices":[{"id","pf","netdev","rdma","numa","health"}],"problems"}],"node":{"rdma_netns_mode"}}.
