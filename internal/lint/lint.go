@@ -45,6 +45,8 @@ type Finding struct {
 	// workload is the index into Result.Workloads the finding belongs to,
 	// -1 for non-workload objects.
 	workload int
+	// source is file:line of the object (text output only).
+	source string
 }
 
 // Workload is one pod template of the input with its decided mode.
@@ -54,6 +56,8 @@ type Workload struct {
 	Name      string   `json:"name"`
 	Mode      string   `json:"mode"`
 	Evidence  []string `json:"evidence"`
+
+	source string // file:line of the owner (text output only)
 }
 
 // Result is the outcome of linting one input.
@@ -131,7 +135,7 @@ func (c *checker) addSev(rule string, sev Severity, obj *manifest.Object, field,
 	if fix == "" {
 		fix = ruleByID[rule].Fix
 	}
-	c.res.Findings = append(c.res.Findings, Finding{Rule: rule, Severity: sev, Object: obj.Ref(), Field: field, Message: msg, Fix: fix, workload: c.cur})
+	c.res.Findings = append(c.res.Findings, Finding{Rule: rule, Severity: sev, Object: obj.Ref(), Field: field, Message: msg, Fix: fix, workload: c.cur, source: obj.Source.String()})
 }
 
 func disabled(ann map[string]string, rule string) bool {

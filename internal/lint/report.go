@@ -42,10 +42,11 @@ func (r *Result) WriteText(w io.Writer, opt TextOptions) error {
 		byWorkload[f.workload] = append(byWorkload[f.workload], f)
 	}
 	for i, wl := range r.Workloads {
-		p.printf("%s  mode %s\n", p.c(ansiBold, refOf(wl)), p.c(modeColor(wl.Mode), wl.Mode))
+		p.printf("%s  mode %s%s\n", p.c(ansiBold, refOf(wl)), p.c(modeColor(wl.Mode), wl.Mode), p.c(ansiDim, srcSuffix(wl.source)))
 		for _, e := range wl.Evidence {
 			p.printf("  %s %s\n", p.c(ansiDim, "·"), e)
 		}
+		p.current = refOf(wl)
 		fs := byWorkload[i]
 		if len(fs) == 0 {
 			p.printf("  %s\n", p.c(ansiGreen, "✓ no findings"))
@@ -61,7 +62,7 @@ func (r *Result) WriteText(w io.Writer, opt TextOptions) error {
 		var last string
 		for _, f := range others {
 			if f.Object != last {
-				p.printf("  %s\n", f.Object)
+				p.printf("  %s%s\n", f.Object, p.c(ansiDim, srcSuffix(f.source)))
 				last = f.Object
 			}
 			p.finding(f, "    ")
@@ -75,6 +76,13 @@ func (r *Result) WriteText(w io.Writer, opt TextOptions) error {
 	return p.err
 }
 
+func srcSuffix(s string) string {
+	if s == "" {
+		return ""
+	}
+	return "  (" + s + ")"
+}
+
 func refOf(w Workload) string {
 	if w.Namespace == "" {
 		return w.Kind + "/" + w.Name
@@ -83,9 +91,10 @@ func refOf(w Workload) string {
 }
 
 type printer struct {
-	w     io.Writer
-	color bool
-	err   error
+	w       io.Writer
+	color   bool
+	err     error
+	current string // ref of the workload being printed
 }
 
 func (p *printer) printf(format string, args ...any) {
@@ -118,6 +127,9 @@ func (p *printer) finding(f Finding, indent string) {
 	}
 	p.printf("%s%s %s%s\n", indent, sev, f.Rule, p.c(ansiDim, name))
 	pad := indent + "        "
+	if f.workload >= 0 && !strings.HasPrefix(f.Object, p.current) {
+		p.printf("%sobject: %s%s\n", pad, f.Object, p.c(ansiDim, srcSuffix(f.source)))
+	}
 	if f.Field != "" {
 		p.printf("%sfield: %s\n", pad, f.Field)
 	}

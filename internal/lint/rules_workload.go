@@ -13,7 +13,7 @@ import (
 
 func (c *checker) checkWorkload(w *workload) {
 	c.cur = len(c.res.Workloads)
-	c.res.Workloads = append(c.res.Workloads, Workload{Kind: w.obj.Kind, Namespace: w.ns, Name: w.obj.Name, Mode: w.mode, Evidence: append([]string{}, w.evidence...)})
+	c.res.Workloads = append(c.res.Workloads, Workload{Kind: w.obj.Kind, Namespace: w.ns, Name: w.obj.Name, Mode: w.mode, Evidence: append([]string{}, w.evidence...), source: w.obj.Source.String()})
 	defer func() { c.cur = -1 }()
 
 	c.checkAnnotation(w)

@@ -161,10 +161,11 @@ func ParseFile(path string) ([]*Object, error) {
 	return Parse(path, data)
 }
 
-// document is one YAML document of a stream with its first line.
+// document is one YAML document of a stream.
 type document struct {
-	line int
-	text []byte
+	line  int // first line with content (the object's position)
+	first int // first line of text (YAML error lines count from here)
+	text  []byte
 }
 
 // splitDocuments splits a YAML stream at "---" separators, keeping the
@@ -173,13 +174,13 @@ type document struct {
 func splitDocuments(data []byte) []document {
 	var docs []document
 	var cur bytes.Buffer
-	start, lineNo := 1, 0
+	start, first, lineNo := 1, 1, 0
 	flush := func(next int) {
 		if hasContent(cur.Bytes()) {
-			docs = append(docs, document{line: start, text: append([]byte(nil), cur.Bytes()...)})
+			docs = append(docs, document{line: start, first: first, text: append([]byte(nil), cur.Bytes()...)})
 		}
 		cur.Reset()
-		start = next
+		start, first = next, next
 	}
 	sc := bufio.NewScanner(bytes.NewReader(data))
 	sc.Buffer(make([]byte, 0, 64*1024), len(data)+1)
@@ -190,7 +191,7 @@ func splitDocuments(data []byte) []document {
 			flush(lineNo + 1)
 			// "--- {a: 1}" carries content after the marker.
 			if rest := strings.TrimSpace(strings.TrimPrefix(l, "---")); rest != "" && !strings.HasPrefix(rest, "#") {
-				start = lineNo
+				start, first = lineNo, lineNo
 				cur.WriteString(rest + "\n")
 			}
 			continue
@@ -198,6 +199,12 @@ func splitDocuments(data []byte) []document {
 		if strings.TrimRight(l, " \t") == "..." {
 			flush(lineNo + 1)
 			continue
+		}
+		if cur.Len() == 0 || !hasContent(cur.Bytes()) {
+			// The position of a document is its first line of content.
+			if t := strings.TrimSpace(l); t == "" || strings.HasPrefix(t, "#") {
+				start = lineNo + 1
+			}
 		}
 		cur.WriteString(l)
 		cur.WriteByte('\n')
@@ -235,7 +242,7 @@ func docError(file string, d document, err error) *ParseError {
 	if m := yamlLineRE.FindStringSubmatchIndex(msg); m != nil {
 		n, _ := strconv.Atoi(msg[m[2]:m[3]])
 		if n > 0 {
-			line = d.line + n - 1
+			line = d.first + n - 1
 			// The position is now absolute; drop the relative "line N: ".
 			msg = strings.Replace(msg, msg[m[0]:m[1]]+": ", "", 1)
 		}
@@ -256,7 +263,7 @@ func jsonSyntaxError(file string, d document) *ParseError {
 	if !errors.As(err, &se) {
 		return nil
 	}
-	line := d.line + bytes.Count(d.text[:min(int(se.Offset), len(d.text))], []byte("\n"))
+	line := d.first + bytes.Count(d.text[:min(int(se.Offset), len(d.text))], []byte("\n"))
 	return &ParseError{File: file, Line: line, Err: fmt.Errorf("invalid JSON: %w", err)}
 }
 

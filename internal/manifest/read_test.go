@@ -53,6 +53,7 @@ func TestParseErrorsNameFileAndLine(t *testing.T) {
 		msg  string
 	}{
 		{name: "bad indentation in second document", src: "apiVersion: v1\nkind: Pod\nmetadata: {name: a}\n---\napiVersion: v1\nkind: Pod\nmetadata:\n  name: b\n   bad: x\n", line: 9, msg: "mapping values"},
+		{name: "error after leading comments", src: "# c1\n# c2\napiVersion: v1\nkind: Pod\nmetadata:\n  name: a\n   bad: x\n", line: 7, msg: "mapping values"},
 		{name: "missing kind", src: "apiVersion: v1\nmetadata: {name: a}\n", line: 1, msg: "no apiVersion/kind"},
 		{name: "scalar document", src: "---\njust a string\n", line: 2, msg: "want a Kubernetes object"},
 		{name: "broken JSON", src: "{\"apiVersion\": \"v1\",\n \"kind\": \"Pod\",,}\n", line: 2, msg: ""},
