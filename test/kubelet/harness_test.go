@@ -87,6 +87,8 @@ type node struct {
 	*sysfsfixture.Standard
 	DevInfoDir string
 	Agent      *agent.Agent
+	opts       agent.Options
+	stop       func() // stops the running agent
 }
 
 // probe stands in for netlink on this machine: eno1 carries the default
@@ -122,7 +124,7 @@ func startNode(t testing.TB, o nodeOptions) *node {
 		o.NetnsMode = "exclusive"
 	}
 	n := &node{Standard: std, DevInfoDir: filepath.Join(t.TempDir(), "devinfo", "dp")}
-	n.Agent, err = agent.New(agent.Options{
+	n.opts = agent.Options{
 		SysfsRoot:     root,
 		ConfigPaths:   o.Configs,
 		PluginDir:     pluginDir,
@@ -130,20 +132,37 @@ func startNode(t testing.TB, o nodeOptions) *node {
 		NetnsModeFlag: o.NetnsMode,
 		Probe:         probe{},
 		Logger:        slog.New(slog.NewTextHandler(logWriter{}, &slog.HandlerOptions{Level: slog.LevelDebug})),
-	})
+	}
+	n.startAgent(t)
+	t.Cleanup(n.stopAgent)
+	return n
+}
+
+// startAgent starts a new agent process-equivalent on the node.
+func (n *node) startAgent(t testing.TB) {
+	t.Helper()
+	a, err := agent.New(n.opts)
 	if err != nil {
 		t.Fatalf("agent.New: %v", err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
-	go func() { done <- n.Agent.Run(ctx) }()
-	t.Cleanup(func() {
+	go func() { done <- a.Run(ctx) }()
+	n.Agent = a
+	n.stop = func() {
 		cancel()
 		if err := <-done; err != nil {
 			t.Errorf("agent.Run: %v", err)
 		}
-	})
-	return n
+	}
+}
+
+// stopAgent stops the running agent (its servers stop, its sockets go).
+func (n *node) stopAgent() {
+	if n.stop != nil {
+		n.stop()
+		n.stop = nil
+	}
 }
 
 // writeConfig writes a pool configuration file for the agent.

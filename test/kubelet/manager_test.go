@@ -347,31 +347,88 @@ func TestHealthSeenByKubelet(t *testing.T) {
 	}
 }
 
-// TestVFCountChangeSeenByKubelet: changing sriov_numvfs on the node changes
-// the capacity kubelet reports, without restarting the agent.
-func TestVFCountChangeSeenByKubelet(t *testing.T) {
+// TestPoolMembershipSeenByKubelet: VFs appearing and vanishing on the
+// node (sriov_numvfs changed) and a narrower pool configuration change the
+// devices kubelet holds for the pool, without restarting the agent.
+func TestPoolMembershipSeenByKubelet(t *testing.T) {
+	setup(t)
+	k := startKubelet(t, newPodSource(), kubeletOptions{})
+	seed, err := os.ReadFile(sriovConfig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := writeConfig(t, string(seed))
+	n := startNode(t, nodeOptions{Configs: []string{cfg}})
+	k.waitCapacity(sriovResource, 16, 16)
+	vfs := func(idx ...int) map[string][]int64 {
+		out := map[string][]int64{}
+		for _, i := range idx {
+			out[vfBDF(n.RoCE, i)] = []int64{int64(n.RoCE.NUMA)}
+		}
+		return out
+	}
+	span := func(lo, hi int) []int {
+		var out []int
+		for i := lo; i < hi; i++ {
+			out = append(out, i)
+		}
+		return out
+	}
+	steps := []struct {
+		name   string
+		change func() error
+		want   map[string][]int64
+	}{
+		{name: "sriov_numvfs 16 -> 8", change: func() error { return n.SetNumVFs(n.RoCE, 16, 8) }, want: vfs(span(0, 8)...)},
+		{name: "sriov_numvfs 8 -> 12", change: func() error { return n.SetNumVFs(n.RoCE, 8, 12) }, want: vfs(span(0, 12)...)},
+		{
+			name: "config narrowed to VFs 0-3,7 with a pfNames range",
+			change: func() error {
+				return os.WriteFile(cfg, []byte(strings.Replace(string(seed), `"enp65s0f0np0"`, `"enp65s0f0np0#0-3,7"`, 1)), 0o644)
+			},
+			want: vfs(0, 1, 2, 3, 7),
+		},
+	}
+	for _, s := range steps {
+		if err := s.change(); err != nil {
+			t.Fatalf("%s: %v", s.name, err)
+		}
+		k.waitCapacity(sriovResource, int64(len(s.want)), int64(len(s.want)))
+		if got := allocatable(k, sriovResource); !reflect.DeepEqual(got, s.want) {
+			t.Errorf("%s: kubelet's devices = %v, want %v", s.name, got, s.want)
+		}
+	}
+}
+
+// TestAgentRestart: when the agent stops (DaemonSet rollout), kubelet sees
+// the plugin go and keeps the resource with no allocatable device; the new
+// agent registers again, and the running pod's allocation is untouched.
+func TestAgentRestart(t *testing.T) {
 	setup(t)
 	k := startKubelet(t, newPodSource(), kubeletOptions{})
 	n := startNode(t, nodeOptions{})
 	k.waitCapacity(sriovResource, 16, 16)
-	steps := []struct {
-		name     string
-		from, to int
-	}{
-		{name: "shrink to 8", from: 16, to: 8},
-		{name: "grow to 12", from: 8, to: 12},
+	pod := newPod("survivor", sriovResource, 2)
+	k.mustAdmit(pod)
+	held := k.devices(pod, sriovResource)
+
+	n.stopAgent()
+	// kubelet keeps the capacity during its grace period but nothing is allocatable.
+	k.waitCapacity(sriovResource, 16, 0)
+	if r := k.admit(newPod("while-agent-down", sriovResource, 1)); r.Admit {
+		t.Errorf("kubelet admitted a pod while the plugin was gone")
 	}
-	for _, s := range steps {
-		if err := n.SetNumVFs(n.RoCE, s.from, s.to); err != nil {
-			t.Fatalf("%s: %v", s.name, err)
-		}
-		k.waitCapacity(sriovResource, int64(s.to), int64(s.to))
-		want := map[string][]int64{}
-		for i := 0; i < s.to; i++ {
-			want[vfBDF(n.RoCE, i)] = []int64{int64(n.RoCE.NUMA)}
-		}
-		if got := allocatable(k, sriovResource); !reflect.DeepEqual(got, want) {
-			t.Errorf("%s: kubelet's devices = %v, want %v", s.name, got, want)
+
+	n.startAgent(t)
+	k.waitCapacity(sriovResource, 16, 16)
+	if got := k.devices(pod, sriovResource); !reflect.DeepEqual(got, held) {
+		t.Errorf("pod's VFs after the agent restart = %v, want %v", got, held)
+	}
+	rest := newPod("after", sriovResource, 14)
+	k.mustAdmit(rest)
+	for _, id := range k.devices(rest, sriovResource) {
+		if id == held[0] || id == held[1] {
+			t.Errorf("VF %s given to %s while %s holds it", id, rest.Name, pod.Name)
 		}
 	}
 }
