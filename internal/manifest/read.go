@@ -186,7 +186,10 @@ func splitDocuments(data []byte) []document {
 	sc.Buffer(make([]byte, 0, 64*1024), len(data)+1)
 	for sc.Scan() {
 		lineNo++
-		l := sc.Text()
+		l := strings.TrimSuffix(sc.Text(), "\r")
+		if lineNo == 1 {
+			l = strings.TrimPrefix(l, "\ufeff") // UTF-8 byte order mark
+		}
 		if isSeparator(l) {
 			flush(lineNo + 1)
 			// "--- {a: 1}" carries content after the marker.

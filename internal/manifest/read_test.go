@@ -277,3 +277,14 @@ func TestPoolConfigDetection(t *testing.T) {
 		})
 	}
 }
+
+func TestParseCRLFAndBOM(t *testing.T) {
+	src := "\ufeffapiVersion: v1\r\nkind: ConfigMap\r\nmetadata: {name: a}\r\n---\r\napiVersion: v1\r\nkind: ConfigMap\r\nmetadata: {name: b}\r\n"
+	objs, err := Parse("crlf.yaml", []byte(src))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(objs) != 2 || objs[0].Name != "a" || objs[1].Name != "b" || objs[1].Source.Line != 5 {
+		t.Fatalf("got %d objects: %+v", len(objs), objs)
+	}
+}
