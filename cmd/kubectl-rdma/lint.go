@@ -14,6 +14,7 @@ func init() { register(newLintCmd) }
 func newLintCmd(s streams) *cobra.Command {
 	var output string
 	var listRules bool
+	var failOn string
 	cmd := &cobra.Command{
 		Use:   "lint PATH...",
 		Short: "Check training workloads, NADs and device plugin configs against the RDMA rules",
@@ -33,8 +34,9 @@ the k8s.v1.cni.cncf.io/networks and tke.cloud.tencent.com/networks annotations.
 Lint related objects together (e.g. a whole directory): the three-place
 resource name check, NAD lookups and the rendezvous Service checks need them.
 
-Exit status: 0 no error findings, 1 at least one error finding, 2 input that
-cannot be read or parsed (the message names the file and line).
+Exit status: 0 no error findings, 1 at least one error finding (or one at the
+--fail-on severity), 2 input that cannot be read or parsed (the message names
+the file and line).
 
 Rules: docs/lint-rules.md, or 'kubectl rdma lint --rules'.`,
 		Example: `  kubectl rdma lint examples/seeds/exclusive/
@@ -53,6 +55,10 @@ Rules: docs/lint-rules.md, or 'kubectl rdma lint --rules'.`,
 			if output != "text" && output != "json" {
 				return &exitError{code: exitInput, err: fmt.Errorf("lint: -o %q: want text or json", output)}
 			}
+			threshold := lint.Severity(failOn)
+			if threshold != lint.Error && threshold != lint.Warning && threshold != lint.Info {
+				return &exitError{code: exitInput, err: fmt.Errorf("lint: --fail-on %q: want error, warning or info", failOn)}
+			}
 			objs, err := manifest.ReadPaths(args, s.in)
 			if err != nil {
 				return &exitError{code: exitInput, err: err}
@@ -69,7 +75,7 @@ Rules: docs/lint-rules.md, or 'kubectl rdma lint --rules'.`,
 			if err != nil {
 				return &exitError{code: exitInput, err: err}
 			}
-			if res.Count(lint.Error) > 0 {
+			if res.Fails(threshold) {
 				return &exitError{code: exitFindings}
 			}
 			return nil
@@ -77,5 +83,6 @@ Rules: docs/lint-rules.md, or 'kubectl rdma lint --rules'.`,
 	}
 	cmd.Flags().StringVarP(&output, "output", "o", "text", "output format: text or json")
 	cmd.Flags().BoolVar(&listRules, "rules", false, "list the rule catalogue and exit")
+	cmd.Flags().StringVar(&failOn, "fail-on", "error", "lowest severity that makes the exit status 1: error, warning or info")
 	return cmd
 }

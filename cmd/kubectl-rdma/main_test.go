@@ -40,6 +40,8 @@ func TestLintExitCodes(t *testing.T) {
 		{name: "no paths", args: []string{"lint"}, code: 2, stderr: "at least one"},
 		{name: "bad output format", args: []string{"lint", "-o", "xml", seeds}, code: 2, stderr: "want text or json"},
 		{name: "stdin", args: []string{"lint", "-"}, stdin: "apiVersion: v1\nkind: Pod\nmetadata: {name: p}\nspec:\n  hostNetwork: true\n  containers: [{name: c, securityContext: {capabilities: {add: [IPC_LOCK]}}}]\n", code: 1, stdout: "RDMA050"},
+		{name: "warnings fail with --fail-on warning", args: []string{"lint", "--fail-on", "warning", seeds + "/hostnetwork"}, code: 1, stdout: "RDMA070"},
+		{name: "bad --fail-on", args: []string{"lint", "--fail-on", "fatal", seeds}, code: 2, stderr: "--fail-on"},
 		{name: "rule list", args: []string{"lint", "--rules"}, code: 0, stdout: "RDMA045"},
 		{name: "unknown flag", args: []string{"lint", "--bogus"}, code: 2, stderr: "unknown flag"},
 	} {

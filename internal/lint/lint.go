@@ -77,6 +77,16 @@ func (r *Result) Count(s Severity) int {
 	return n
 }
 
+// Fails tells whether any finding is at or above the threshold severity.
+func (r *Result) Fails(threshold Severity) bool {
+	for _, f := range r.Findings {
+		if f.Severity.rank() >= threshold.rank() {
+			return true
+		}
+	}
+	return false
+}
+
 // MaxSeverity is the highest severity among the findings ("" if none).
 func (r *Result) MaxSeverity() Severity {
 	var m Severity

@@ -122,14 +122,15 @@ var (
 	// launcher prefixes: OpenMPI --tag-output, kubectl logs --prefix/--timestamps, torchrun --tee.
 	prefixRE   = regexp.MustCompile(`^(\[\d+,\d+\]<std(?:out|err)>:|\[pod/[^\]]+\] ?|\d{4}-\d\d-\d\dT[\d:.]+(?:Z|[+-]\d\d:?\d\d) |\[(?:default|rank)\d+\]:\s?)`)
 	versionRE  = regexp.MustCompile(`NCCL version (\d+\.\d+\.\d+[^\s]*)`)
-	ibUsingRE  = regexp.MustCompile(`NET/IB ?: Using (.*?);? ?OOB ([^\s:]+):([^<\s]+)`)
+	ibUsingRE  = regexp.MustCompile(`NET/IB\w* ?: Using (.*?);? ?OOB ([^\s:]+):([^<\s]+)`)
 	hcaRE      = regexp.MustCompile(`\[\d+\]([^\s:\[\]]+):(\d+)/(IB|RoCE)`)
 	sockUseRE  = regexp.MustCompile(`NET/Socket ?: Using (.*)$`)
 	sockIfRE   = regexp.MustCompile(`\[\d+\]([^\s:]+):([^<\s]+)<`)
 	netRE      = regexp.MustCompile(`^Using network (.+?)\s*$`)
 	envRE      = regexp.MustCompile(`^(NCCL_[A-Z0-9_]+) set by environment to (.*?)\.?\s*$`)
 	commRE     = regexp.MustCompile(`comm 0x[0-9a-fA-F]+ rank (\d+) nranks (\d+) cudaDev (\d+)`)
-	channelRE  = regexp.MustCompile(`Channel \d+(?:/\d+)? : .* via NET/([A-Za-z]+)/\d+(/GDRDMA)?`)
+	// "via NET/IB/0/GDRDMA", "via NET/IB/1(0)/GDRDMA", "via NET/IBext/0", "via NET/Socket/0"
+	channelRE  = regexp.MustCompile(`Channel \d+(?:/\d+)? : .* via NET/([A-Za-z_]+)/(\S*)`)
 	gdrOnRE    = regexp.MustCompile(`GPU Direct RDMA Enabled`)
 	gdrOffRE   = regexp.MustCompile(`GPU Direct RDMA Disabled`)
 	noDevRE    = regexp.MustCompile(`NET/IB ?: No device found`)
@@ -212,8 +213,8 @@ func (r *Report) nccl(host, pid, dev, level, msg string) {
 		}
 	}
 	if m := netRE.FindStringSubmatch(msg); m != nil {
-		rk.Network = m[1]
-		r.networks[m[1]] = true
+		rk.Network = netName(m[1])
+		r.networks[rk.Network] = true
 	}
 	if m := envRE.FindStringSubmatch(msg); m != nil {
 		r.Env[m[1]] = m[2]
@@ -231,9 +232,9 @@ func (r *Report) nccl(host, pid, dev, level, msg string) {
 		}
 	}
 	if m := channelRE.FindStringSubmatch(msg); m != nil {
-		t := m[1]
+		t := netName(m[1])
 		rk.Channels[t]++
-		if m[2] != "" {
+		if strings.Contains(m[2], "GDRDMA") {
 			rk.GDR = true
 		}
 	}
@@ -486,6 +487,15 @@ func (r *Report) Worst() string {
 		}
 	}
 	return w
+}
+
+// netName folds NCCL network names: the IB verbs transport also appears as
+// the external plugin "IBext" (SHARP/HPC-X net plugin).
+func netName(n string) string {
+	if strings.HasPrefix(n, "IB") {
+		return TransportIB
+	}
+	return n
 }
 
 func keys(m map[string]bool) []string {
