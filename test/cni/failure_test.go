@@ -260,9 +260,23 @@ func TestConcurrentAdds(t *testing.T) {
 			}
 		}
 	}
-	for p, a := range as { // the runtime deletes every sandbox, losers included
-		if err := n.del(a.l, rt(p, a.pod)); err != nil {
-			t.Errorf("DEL pod %d: %v", p, err)
+	// The runtime deletes every sandbox, losers first here: their DEL names
+	// a VF another pod holds and must leave it alone.
+	for p, a := range as {
+		if a.err != nil {
+			if err := n.del(a.l, rt(p, a.pod)); err != nil {
+				t.Errorf("DEL losing pod %d: %v", p, err)
+			}
+		}
+	}
+	for vf, p := range winners {
+		n.assertAttached(t, vf, as[p].pod)
+	}
+	for p, a := range as {
+		if a.err == nil {
+			if err := n.del(a.l, rt(p, a.pod)); err != nil {
+				t.Errorf("DEL pod %d: %v", p, err)
+			}
 		}
 	}
 	for vf, p := range winners {
