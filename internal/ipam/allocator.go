@@ -54,6 +54,8 @@ type Allocator struct {
 	// MaxAttempts bounds retries after conflicts and transient errors
 	// (0 means 1000); ctx bounds them in time.
 	MaxAttempts int
+	// StateDir, when set, holds the node's borrow journal (see journal).
+	StateDir string
 }
 
 // ExhaustedError reports a full range with the network, range and the fix.
@@ -171,6 +173,18 @@ func (a *Allocator) tryAllocate(ctx context.Context, pool Pool, r *Range, owner 
 	if _, addr, ok := findOwner(mine, owner); ok {
 		return addr, nil
 	}
+	j := newJournal(a.StateDir, pool)
+	if name := j.get(owner); name != "" {
+		b, err := a.Store.Get(ctx, name)
+		if err != nil && !errors.Is(err, ErrNotFound) {
+			return netip.Addr{}, err
+		}
+		if b != nil {
+			if _, addr, ok := findOwner([]v1alpha1.IPAMBlock{*b}, owner); ok {
+				return addr, nil
+			}
+		}
+	}
 	sortBlocks(mine)
 	for i := range mine {
 		if addr, ok := assign(&mine[i], r, owner, a.Node); ok {
@@ -210,6 +224,9 @@ func (a *Allocator) tryAllocate(ctx context.Context, pool Pool, r *Range, owner 
 		for k := range n {
 			b := &all[(off+k)%n]
 			if addr, ok := assign(b, r, owner, a.Node); ok {
+				if err := j.set(owner, b.Name); err != nil {
+					return netip.Addr{}, err
+				}
 				_, err := a.Store.Update(ctx, b)
 				return addr, err
 			}
@@ -242,10 +259,10 @@ func (a *Allocator) tryRelease(ctx context.Context, pool Pool, owner Owner) erro
 			}
 		}
 		if found {
-			return nil
+			break
 		}
 	}
-	return nil
+	return newJournal(a.StateDir, pool).set(owner, "")
 }
 
 // assign puts owner on the lowest free usable address of b.

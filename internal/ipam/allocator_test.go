@@ -30,7 +30,7 @@ func nodes(t testing.TB, store ipam.Store, n int) []*ipam.Allocator {
 	var out []*ipam.Allocator
 	for i := range n {
 		name := fmt.Sprintf("node-%02d", i)
-		out = append(out, &ipam.Allocator{Store: store, Node: name, Lock: &ipam.FileLock{Dir: filepath.Join(dir, name)}})
+		out = append(out, &ipam.Allocator{Store: store, Node: name, Lock: &ipam.FileLock{Dir: filepath.Join(dir, name)}, StateDir: filepath.Join(dir, name)})
 	}
 	return out
 }
@@ -183,5 +183,49 @@ func TestCanceledContext(t *testing.T) {
 	cancel()
 	if _, err := a.Allocate(ctx, "default", r, ipamtest.Owner("n", 1)); !errors.Is(err, context.Canceled) {
 		t.Fatalf("Allocate with a held lock and canceled ctx: %v, want context.Canceled", err)
+	}
+}
+
+// TestRepeatedAddOfBorrowedAddress: an attachment that borrowed from another
+// node's block gets the same address on a repeated ADD, even after its own
+// node's block has room again.
+func TestRepeatedAddOfBorrowedAddress(t *testing.T) {
+	ctx := context.Background()
+	// Two blocks of 8: .0-.7 (usable .1-.7) and .8-.15 (usable .8-.14).
+	cfg, r := parseRange(t, `{"range":"10.66.0.0/28","node_slice_size":"/29"}`)
+	pool := ipam.Pool{Network: cfg.Network, Prefix: r.Prefix}
+	store := &ipam.LocalStore{Dir: t.TempDir()}
+	ns := nodes(t, store, 2)
+	a, b := ns[0], ns[1]
+	for i := range 7 { // a claims and fills one block
+		if _, err := a.Allocate(ctx, cfg.Network, r, ipamtest.Owner("a", i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i := range 7 { // b claims and fills the other
+		if _, err := b.Allocate(ctx, cfg.Network, r, ipamtest.Owner("b", i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := a.Release(ctx, pool, ipamtest.Owner("a", 0)); err != nil {
+		t.Fatal(err)
+	}
+	x := ipamtest.Owner("b", 100)
+	borrowed, err := b.Allocate(ctx, cfg.Network, r, x) // only a's block has room
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Release(ctx, pool, ipamtest.Owner("b", 0)); err != nil { // b's block has room again
+		t.Fatal(err)
+	}
+	again, err := b.Allocate(ctx, cfg.Network, r, x)
+	if err != nil || again != borrowed {
+		t.Fatalf("repeated ADD of a borrowed address returned %s (%v), want %s", again, err, borrowed)
+	}
+	if err := b.Release(ctx, pool, x); err != nil {
+		t.Fatal(err)
+	}
+	if n := len(ipamtest.StoreAllocations(t, ctx, store, pool)); n != 12 {
+		t.Fatalf("%d allocations left, want 12", n)
 	}
 }

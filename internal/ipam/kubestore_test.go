@@ -51,7 +51,7 @@ func kubeNodes(t testing.TB, store ipam.Store, n int) []*ipam.Allocator {
 	var out []*ipam.Allocator
 	for i := range n {
 		name := fmt.Sprintf("node-%02d", i)
-		out = append(out, &ipam.Allocator{Store: store, Node: name, Lock: &ipam.FileLock{Dir: filepath.Join(dir, name)}})
+		out = append(out, &ipam.Allocator{Store: store, Node: name, Lock: &ipam.FileLock{Dir: filepath.Join(dir, name)}, StateDir: filepath.Join(dir, name)})
 	}
 	return out
 }

@@ -95,7 +95,7 @@ func (p *Plugin) setup(args *skel.CmdArgs) (*Config, *Allocator, Owner, error) {
 	if err != nil {
 		return nil, nil, Owner{}, err
 	}
-	return cfg, &Allocator{Store: store, Node: node, Lock: &FileLock{Dir: cfg.Store.Path}}, owner, nil
+	return cfg, &Allocator{Store: store, Node: node, Lock: &FileLock{Dir: cfg.Store.Path}, StateDir: cfg.Store.Path}, owner, nil
 }
 
 func (p *Plugin) ctx() (context.Context, context.CancelFunc) {

@@ -89,7 +89,7 @@ func run(allocations, nodes int, concList, rangeText string) error {
 				return err
 			}
 			name := fmt.Sprintf("bench-node-%02d", n)
-			allocs[n] = &ipam.Allocator{Store: store, Node: name, Lock: &ipam.FileLock{Dir: filepath.Join(tmp, network, name)}}
+			allocs[n] = &ipam.Allocator{Store: store, Node: name, Lock: &ipam.FileLock{Dir: filepath.Join(tmp, network, name)}, StateDir: filepath.Join(tmp, network, name)}
 		}
 		owner := func(j int) ipam.Owner {
 			return ipam.Owner{ContainerID: fmt.Sprintf("bench-%06d", j), IfName: "net1", PodNamespace: "bench", PodName: fmt.Sprintf("p%06d", j), PodUID: fmt.Sprintf("uid-%06d", j)}
