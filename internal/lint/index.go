@@ -75,6 +75,23 @@ func (in *inputIndex) findNAD(sel manifest.NetworkSelection, podNS string) (*man
 	return nil, other
 }
 
+// configMapData returns the data of a ConfigMap in the input (nil if absent).
+func (in *inputIndex) configMapData(name, ns string) map[string]string {
+	for _, o := range in.objs {
+		if o.Kind == "ConfigMap" && o.Group() == "" && o.Name == name && nsMatch(o.Namespace, ns) {
+			data, _ := o.Data["data"].(map[string]any)
+			out := map[string]string{}
+			for k, v := range data {
+				if s, ok := v.(string); ok {
+					out[k] = s
+				}
+			}
+			return out
+		}
+	}
+	return nil
+}
+
 func (in *inputIndex) poolsNamed(full string) []*manifest.Pool {
 	var out []*manifest.Pool
 	for _, p := range in.pools {

@@ -127,3 +127,49 @@ func TestNCCLFilter(t *testing.T) {
 		}
 	}
 }
+
+func TestEnvSources(t *testing.T) {
+	ncclCM := M{"apiVersion": "v1", "kind": "ConfigMap", "metadata": M{"name": "nccl-env", "namespace": ns}, "data": M{"NCCL_IB_GID_INDEX": "3", "NCCL_SOCKET_IFNAME": "=net1"}}
+	for _, tc := range []struct {
+		name  string
+		docs  []M
+		rule  string
+		field string
+		mode  string
+	}{
+		{name: "envFrom ConfigMap", rule: "RDMA070", field: "envFrom[0] (ConfigMap nccl-env data[NCCL_IB_GID_INDEX])", docs: func() []M {
+			o := exclusiveWL().obj()
+			c := o["spec"].(M)["template"].(M)["spec"].(M)["containers"].([]any)[0].(M)
+			c["envFrom"] = []any{M{"configMapRef": M{"name": "nccl-env"}}}
+			return append(exclusiveSet(exclusiveWL())[:3], ncclCM, o)
+		}()},
+		{name: "configMapKeyRef", rule: "RDMA070", field: "env[NCCL_IB_GID_INDEX] (ConfigMap nccl-env data[NCCL_IB_GID_INDEX])", docs: func() []M {
+			o := exclusiveWL().obj()
+			c := o["spec"].(M)["template"].(M)["spec"].(M)["containers"].([]any)[0].(M)
+			c["env"] = append(c["env"].([]any), M{"name": "NCCL_IB_GID_INDEX", "valueFrom": M{"configMapKeyRef": M{"name": "nccl-env", "key": "NCCL_IB_GID_INDEX"}}})
+			return append(exclusiveSet(exclusiveWL())[:3], ncclCM, o)
+		}()},
+		{name: "export in the command script", rule: "RDMA071", field: "command[2] (NCCL_IB_DISABLE=1 in the script)", mode: ModeTCP, docs: func() []M {
+			o := exclusiveWL().obj()
+			c := o["spec"].(M)["template"].(M)["spec"].(M)["containers"].([]any)[0].(M)
+			c["command"] = []any{"/bin/bash", "-c", "export NCCL_IB_DISABLE=1\nexport NCCL_DEBUG=INFO\nexec torchrun --master-port=\"${MASTER_PORT}\" train.py"}
+			return append(exclusiveSet(exclusiveWL())[:3], o)
+		}()},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			res := lintDocs(t, tc.docs)
+			found := false
+			for _, f := range res.Findings {
+				if f.Rule == tc.rule && strings.HasSuffix(f.Field, tc.field) {
+					found = true
+				}
+			}
+			if !found {
+				t.Errorf("want %s at ...%s:\n%s", tc.rule, tc.field, dump(res))
+			}
+			if tc.mode != "" && res.Workloads[0].Mode != tc.mode {
+				t.Errorf("mode %s, want %s", res.Workloads[0].Mode, tc.mode)
+			}
+		})
+	}
+}

@@ -2,6 +2,7 @@ package lint
 
 import (
 	"fmt"
+	"regexp"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
@@ -103,8 +104,32 @@ func newWorkload(in *inputIndex, t *manifest.PodTemplate) *workload {
 
 func newContainer(in *inputIndex, t *manifest.PodTemplate, c *corev1.Container) *container {
 	ct := &container{c: c, field: t.Field(fmt.Sprintf("spec.containers[%s]", c.Name)), env: map[string]envVar{}}
+	ns := t.Namespace()
+	// Precedence as in a running container: envFrom, then env, then
+	// variables the command's shell script exports before exec'ing.
+	for i, ef := range c.EnvFrom {
+		if ef.ConfigMapRef == nil {
+			continue
+		}
+		data := in.configMapData(ef.ConfigMapRef.Name, ns)
+		for k, v := range data {
+			name := ef.Prefix + k
+			ct.env[name] = envVar{name: name, value: v, literal: true, field: fmt.Sprintf("%s.envFrom[%d] (ConfigMap %s data[%s])", ct.field, i, ef.ConfigMapRef.Name, k), ctr: ct}
+		}
+	}
 	for _, e := range c.Env {
-		ct.env[e.Name] = envVar{name: e.Name, value: e.Value, literal: e.ValueFrom == nil, field: ct.field + ".env[" + e.Name + "]", ctr: ct}
+		ev := envVar{name: e.Name, value: e.Value, literal: e.ValueFrom == nil, field: ct.field + ".env[" + e.Name + "]", ctr: ct}
+		if e.ValueFrom != nil && e.ValueFrom.ConfigMapKeyRef != nil {
+			ref := e.ValueFrom.ConfigMapKeyRef
+			if v, ok := in.configMapData(ref.Name, ns)[ref.Key]; ok {
+				ev.value, ev.literal = v, true
+				ev.field += fmt.Sprintf(" (ConfigMap %s data[%s])", ref.Name, ref.Key)
+			}
+		}
+		ct.env[e.Name] = ev
+	}
+	for _, ev := range scriptEnv(c, ct) {
+		ct.env[ev.name] = ev
 	}
 	for name, q := range c.Resources.Limits {
 		n := string(name)
@@ -433,4 +458,27 @@ func ifaceOrUnknown(s string) string {
 		return "<vendor default>"
 	}
 	return s
+}
+
+// scriptAssign matches NAME=value assignments of the variables lint reads in
+// an inline shell script ("export NCCL_IB_DISABLE=1; torchrun ...").
+var scriptAssign = regexp.MustCompile(`(?:^|[\s;&|(])(?:export\s+)?(NCCL_[A-Z0-9_]+|MASTER_ADDR|MASTER_PORT)=("[^"]*"|'[^']*'|[^\s;&|)]*)`)
+
+// scriptEnv returns the assignments found in the container's command and args.
+func scriptEnv(c *corev1.Container, ct *container) []envVar {
+	var out []envVar
+	scan := func(kind string, parts []string) {
+		for i, p := range parts {
+			for _, m := range scriptAssign.FindAllStringSubmatch(p, -1) {
+				v := strings.Trim(m[2], `"'`)
+				if strings.Contains(v, "$") {
+					continue // computed at run time
+				}
+				out = append(out, envVar{name: m[1], value: v, literal: true, field: fmt.Sprintf("%s.%s[%d] (%s=%s in the script)", ct.field, kind, i, m[1], v), ctr: ct})
+			}
+		}
+	}
+	scan("command", c.Command)
+	scan("args", c.Args)
+	return out
 }
