@@ -121,3 +121,20 @@ func TestSeedExpectations(t *testing.T) {
 		})
 	}
 }
+
+func TestTextColourOnlyWhenAsked(t *testing.T) {
+	res := lintDocs(t, exclusiveSet(with(exclusiveWL, func(w *wlB) { w.c().caps = nil })))
+	var plain, colour bytes.Buffer
+	if err := res.WriteText(&plain, TextOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := res.WriteText(&colour, TextOptions{Color: true}); err != nil {
+		t.Fatal(err)
+	}
+	if bytes.Contains(plain.Bytes(), []byte("\x1b[")) {
+		t.Error("plain output has escape codes")
+	}
+	if !bytes.Contains(colour.Bytes(), []byte("\x1b[31merror")) {
+		t.Errorf("coloured output lacks a red error:\n%q", colour.String())
+	}
+}
