@@ -71,3 +71,14 @@ var hcaNameRE = regexp.MustCompile(`^(mlx[45]_\d*|mlx[45]_?|bnxt_re\d*|irdma\d*|
 // netdevNameRE matches common network interface names that are never verbs
 // device names (ib* is left out: udev names IB verbs devices ibpXsY too).
 var netdevNameRE = regexp.MustCompile(`^(eth\d*|net\d*|en[ospx]\w*|eno\d*|bond\d*|lo)$`)
+
+// FilterSelects reports whether an NCCL interface/device filter
+// (NCCL_SOCKET_IFNAME or NCCL_IB_HCA syntax: "^" excludes, "=" exact,
+// otherwise prefixes, comma-separated, ":port" ignored) selects name.
+// Exported for `kubectl rdma doctor`, which checks the filters against the
+// interfaces and devices a node or pod really has.
+func FilterSelects(filter, name string) bool { return parseFilter(filter).selects(name) }
+
+// IsVerbsDeviceName tells whether name looks like an RDMA (verbs) device
+// name such as mlx5_0, rather than a network interface.
+func IsVerbsDeviceName(name string) bool { return hcaNameRE.MatchString(name) }
