@@ -25,6 +25,8 @@ type Delegate struct {
 	// CapabilityArgs passed through libcni (mac, ips, deviceID, ...).
 	CapabilityArgs map[string]any `json:"capabilityArgs,omitempty"`
 	CNIArgs        [][2]string    `json:"cniArgs,omitempty"`
+	// DefaultRoute: gateways from the annotation's "default-route".
+	DefaultRoute []string `json:"defaultRoute,omitempty"`
 }
 
 // confList parses a config (single plugin or list) into a list, filling a

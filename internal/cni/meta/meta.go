@@ -2,6 +2,7 @@ package meta
 
 import (
 	"context"
+	"net"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -14,12 +15,14 @@ import (
 
 	"github.com/containernetworking/cni/libcni"
 	"github.com/containernetworking/cni/pkg/types"
+	"github.com/containernetworking/plugins/pkg/ns"
 	nadv1 "github.com/k8snetworkplumbingwg/network-attachment-definition-client/pkg/apis/k8s.cni.cncf.io/v1"
 	nadutils "github.com/k8snetworkplumbingwg/network-attachment-definition-client/pkg/utils"
 	corev1 "k8s.io/api/core/v1"
 	k8stypes "k8s.io/apimachinery/pkg/types"
 
 	"github.com/rdmanet/rdmanet/internal/devinfo"
+	"github.com/rdmanet/rdmanet/internal/netops"
 )
 
 // Args are the CNI call's parameters.
@@ -211,6 +214,9 @@ func (p *Plugin) Add(ctx context.Context, a Args) (types.Result, error) {
 		p.Log.Debug("delegate added", "container", a.ContainerID, "network", d.Network, "ifname", d.IfName, "ms", time.Since(t0).Milliseconds())
 		results = append(results, res)
 	}
+	if err := p.applyDefaultRoute(a, rec); err != nil {
+		return nil, err
+	}
 	if name != "" {
 		statuses, err := p.statuses(rec, results)
 		if err != nil {
@@ -340,6 +346,9 @@ func (p *Plugin) attachments(ctx context.Context, pod *corev1.Pod) ([]*Delegate,
 		if s.MAC != "" {
 			d.CNIArgs = append(d.CNIArgs, [2]string{"MAC", s.MAC})
 		}
+		for _, gw := range s.DefaultRoute {
+			d.DefaultRoute = append(d.DefaultRoute, gw.String())
+		}
 		conf, err := injectChain(l, d.DeviceID, s.CNIArgs)
 		if err != nil {
 			return nil, fmt.Errorf("pod %s: %w", podKey, err)
@@ -367,10 +376,8 @@ func (p *Plugin) statuses(rec *Record, results []types.Result) ([]nadv1.NetworkS
 			}
 		}
 		name := d.Network
-		if d.IsDefault {
-			name = d.Network
-		}
-		sts, err := nadutils.CreateNetworkStatuses(results[i], name, d.IsDefault, dev)
+		isDefault := d.IsDefault && !rec.defaultMoved() || len(d.DefaultRoute) > 0
+		sts, err := nadutils.CreateNetworkStatuses(results[i], name, isDefault, dev)
 		if err != nil {
 			return nil, fmt.Errorf("network-status for %s: %w", d.Network, err)
 		}
@@ -481,4 +488,36 @@ func (p *Plugin) Status(ctx context.Context) error {
 		return err
 	}
 	return p.CNI.GetStatusNetworkList(ctx, l)
+}
+
+// defaultMoved reports whether an attachment asked for the default route.
+func (r *Record) defaultMoved() bool {
+	for _, d := range r.Delegates {
+		if len(d.DefaultRoute) > 0 {
+			return true
+		}
+	}
+	return false
+}
+
+// applyDefaultRoute moves the pod's default route to the attachment that
+// asked for it with "default-route" (NPWG gateway selection). Without such
+// a request the default route stays where the default network put it, and
+// the training network gets none.
+func (p *Plugin) applyDefaultRoute(a Args, rec *Record) error {
+	for _, d := range rec.Delegates {
+		if len(d.DefaultRoute) == 0 {
+			continue
+		}
+		var gws []net.IP
+		for _, g := range d.DefaultRoute {
+			gws = append(gws, net.ParseIP(g))
+		}
+		err := ns.WithNetNSPath(a.Netns, func(ns.NetNS) error { return netops.SetDefaultRoute(d.IfName, gws) })
+		if err != nil {
+			return fmt.Errorf("ADD %s: default-route %v on %s (%s): %w", podOrContainer(rec), d.DefaultRoute, d.IfName, d.Network, err)
+		}
+		p.Log.Info("default route moved", "container", a.ContainerID, "ifname", d.IfName, "gateways", d.DefaultRoute)
+	}
+	return nil
 }

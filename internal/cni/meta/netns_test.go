@@ -553,3 +553,28 @@ func TestDaemonMode(t *testing.T) {
 		t.Fatalf("DEL left %v", links)
 	}
 }
+
+// TestDefaultRouteRequest: "default-route" in the annotation moves the
+// pod's default route to that attachment and marks it default in
+// network-status; without it the default route stays on eth0.
+func TestDefaultRouteRequest(t *testing.T) {
+	r := newRig(t)
+	r.nad("ai-training", "shared-net", "", macvlanConf("shared-net", "roce0", "10.70.0.0/24", r))
+	r.podManifest("ai-training", "trainer-0", `[{"name":"shared-net","interface":"net1","default-route":["10.70.0.1"]}]`, "")
+	if _, err := r.add("1.0.0", "c1", "ai-training", "trainer-0"); err != nil {
+		t.Fatal(err)
+	}
+	if rs := netnsutil.Routes(t, r.pod, "net1"); !contains(rs, "default") {
+		t.Fatalf("net1 routes %v lack the requested default route", rs)
+	}
+	if rs := netnsutil.Routes(t, r.pod, "eth0"); contains(rs, "default") {
+		t.Fatalf("eth0 keeps a default route: %v", rs)
+	}
+	st := r.status("ai-training", "trainer-0")
+	if len(st) != 2 || st[0].Default || !st[1].Default {
+		t.Fatalf("network-status defaults = %+v", st)
+	}
+	if err := r.del("1.0.0", "c1", "ai-training", "trainer-0"); err != nil {
+		t.Fatal(err)
+	}
+}
