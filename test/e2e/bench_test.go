@@ -155,7 +155,7 @@ func benchSetup(b *testing.B, chain string) *benchEnv {
 		ann = nil
 	}
 	nad := &nadv1.NetworkAttachmentDefinition{ObjectMeta: metav1.ObjectMeta{Name: "train-net", Namespace: "bench-" + chain, Annotations: ann}, Spec: nadv1.NetworkAttachmentDefinitionSpec{Config: cfg}}
-	if _, err := nc.K8sCniCncfIoV1().NetworkAttachmentDefinitions("bench-" + chain).Create(ctx, nad, metav1.CreateOptions{}); err != nil && !strings.Contains(err.Error(), "already exists") {
+	if _, err := nc.K8sCniCncfIoV1().NetworkAttachmentDefinitions("bench-"+chain).Create(ctx, nad, metav1.CreateOptions{}); err != nil && !strings.Contains(err.Error(), "already exists") {
 		b.Fatal(err)
 	}
 	_ = e.core.CoreV1().Pods("bench-"+chain).Delete(ctx, "trainer", metav1.DeleteOptions{GracePeriodSeconds: new(int64)})

@@ -2,11 +2,11 @@ package meta
 
 import (
 	"context"
-	"net"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"os"
 	"path/filepath"
 	"sort"
