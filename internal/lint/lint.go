@@ -143,7 +143,7 @@ func (c *checker) addSev(rule string, sev Severity, obj *manifest.Object, field,
 		}
 	}
 	if fix == "" {
-		fix = ruleByID[rule].Fix
+		fix = sentenceToClause(ruleByID[rule].Fix)
 	}
 	c.res.Findings = append(c.res.Findings, Finding{Rule: rule, Severity: sev, Object: obj.Ref(), Field: field, Message: msg, Fix: fix, workload: c.cur, source: obj.Source.String()})
 }
@@ -183,4 +183,14 @@ func quoteList(xs []string) string {
 		q[i] = fmt.Sprintf("%q", x)
 	}
 	return strings.Join(q, ", ")
+}
+
+// sentenceToClause turns a catalogue sentence ("Set X.") into the clause
+// style of specific fixes ("set X"), leaving identifiers (IPC_LOCK) alone.
+func sentenceToClause(s string) string {
+	s = strings.TrimSuffix(s, ".")
+	if len(s) > 1 && s[0] >= 'A' && s[0] <= 'Z' && s[1] >= 'a' && s[1] <= 'z' {
+		s = string(s[0]+('a'-'A')) + s[1:]
+	}
+	return s
 }

@@ -10,7 +10,7 @@ import (
 // parseMasterAddr splits a MASTER_ADDR DNS name into (pod host, service,
 // namespace). ok is false for IPs, variable references and names that are
 // not cluster Service names.
-func (in *inputIndex) parseMasterAddr(v, podNS string) (host, svc, ns string, ok bool) {
+func (in *inputIndex) parseMasterAddr(w *workload, v, podNS string) (host, svc, ns string, ok bool) {
 	v = strings.TrimSuffix(strings.TrimSpace(v), ".")
 	if v == "" || net.ParseIP(v) != nil || strings.ContainsAny(v, "$(){}") || v == "localhost" {
 		return "", "", "", false
@@ -26,7 +26,11 @@ func (in *inputIndex) parseMasterAddr(v, podNS string) (host, svc, ns string, ok
 	case 1:
 		return "", parts[0], podNS, true
 	case 2:
-		if in.findService(parts[1], podNS) != nil {
+		// "<pod host>.<service>" or "<service>.<namespace>": a pod hostname of
+		// this workload, its subdomain/serviceName, or an existing Service
+		// decide.
+		if in.findService(parts[1], podNS) != nil || parts[1] == w.t.Spec.Subdomain || parts[1] == w.stringAt("spec.serviceName") ||
+			(strings.HasPrefix(parts[0], w.obj.Name+"-") && indexSuffix.MatchString(strings.TrimPrefix(parts[0], w.obj.Name))) {
 			return parts[0], parts[1], podNS, true
 		}
 		return "", parts[0], parts[1], true
@@ -44,13 +48,13 @@ func (c *checker) checkRendezvous(w *workload) {
 	if !ok {
 		return
 	}
-	host, svcName, ns, ok := w.in.parseMasterAddr(e.value, w.ns)
+	host, svcName, ns, ok := w.in.parseMasterAddr(w, e.value, w.ns)
 	if !ok {
 		return
 	}
 	s := w.in.findService(svcName, ns)
 	if s == nil {
-		c.add("RDMA083", w.obj, e.field, fmt.Sprintf("MASTER_ADDR=%q names Service %s, which is not in the input; the headless Service, its selector and the pods' subdomain cannot be checked", e.value, refOrNS("Service", ns, svcName)), "")
+		c.add("RDMA083", w.obj, e.field, fmt.Sprintf("MASTER_ADDR=%q names %s, which is not in the input; the headless Service, its selector and the pods' subdomain cannot be checked", e.value, refOrNS("Service", ns, svcName)), "")
 		return
 	}
 	if s.spec.ClusterIP != "None" {
