@@ -173,3 +173,26 @@ func TestEnvSources(t *testing.T) {
 		})
 	}
 }
+
+func TestParseMasterAddr(t *testing.T) {
+	in := &inputIndex{}
+	w := &workload{t: &manifest.PodTemplate{}, obj: &manifest.Object{Kind: "StatefulSet", Name: "trainer", Data: M{"spec": M{"serviceName": "trainer"}}}}
+	w.t.Owner = w.obj
+	for _, tc := range []struct {
+		v, host, svc, ns string
+		ok               bool
+	}{
+		{v: "trainer-0.trainer", host: "trainer-0", svc: "trainer", ns: "ai", ok: true},
+		{v: "rdzv.other", svc: "rdzv", ns: "other", ok: true},
+		{v: "rdzv", svc: "rdzv", ns: "ai", ok: true},
+		{v: "trainer-0.trainer.ai.svc.cluster.local", host: "trainer-0", svc: "trainer", ns: "ai", ok: true},
+		{v: "10.0.0.1"},
+		{v: "$(POD_IP)"},
+		{v: "a.b.c.d.example.com"},
+	} {
+		host, svc, ns, ok := in.parseMasterAddr(w, tc.v, "ai")
+		if host != tc.host || svc != tc.svc || ns != tc.ns || ok != tc.ok {
+			t.Errorf("%q → (%q, %q, %q, %v), want (%q, %q, %q, %v)", tc.v, host, svc, ns, ok, tc.host, tc.svc, tc.ns, tc.ok)
+		}
+	}
+}
