@@ -82,6 +82,11 @@ var Catalogue = []Rule{
 		Why:     seedRoutes + ", 7.1: device plugin resources are extended resources; Kubernetes only accepts them as whole numbers with limits set and requests equal to limits, so the pod is rejected otherwise.",
 		Fix:     "Set the same whole-number quantity in limits and requests (or only in limits)."},
 
+	{ID: "RDMA016", Name: "attachment-count-mismatch", Severity: Error,
+		Summary: "The number of attachments of a device-backed network differs from the number of devices the pod requests (warning when devices are left over).",
+		Why:     seedMultus + ", Multus与NetworkAttachmentDefinition: Multus hands each attachment one of the deviceIDs the device plugin allocated for the NAD's resource; more attachments than devices leaves one without a VF (CNI ADD fails), fewer leaves VFs allocated and unused.",
+		Fix:     "Request as many units of the resource as the annotation has attachments of its networks."},
+
 	// --- NAD references ---
 	{ID: "RDMA020", Name: "nad-not-found", Severity: Error,
 		Summary: "The networks annotation names a NAD that is not in the input (info when the input holds no network definitions at all).",

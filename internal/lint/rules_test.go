@@ -112,6 +112,19 @@ func ruleCases() []ruleCase {
 			w.c().requests = nil
 		})},
 		{name: "limits only", rule: "RDMA015", docs: excl(func(w *wlB) { w.c().requests = nil })},
+		// RDMA016
+		{name: "two attachments, one VF", rule: "RDMA016", trigger: true, docs: excl(func(w *wlB) {
+			w.ann[manifest.NetworksAnnotation] = "train-rdma@net1,train-rdma@net2"
+		})},
+		{name: "one attachment, two VFs", rule: "RDMA016", trigger: true, sev: Warning, docs: excl(func(w *wlB) {
+			w.c().limits = M{"nvidia.com/gpu": "8", vfRes: "2"}
+			w.c().requests = nil
+		})},
+		{name: "two attachments, two VFs", rule: "RDMA016", docs: excl(func(w *wlB) {
+			w.ann[manifest.NetworksAnnotation] = "train-rdma@net1,train-rdma@net2"
+			w.c().limits = M{"nvidia.com/gpu": "8", vfRes: "2"}
+			w.c().requests = nil
+		})},
 		// RDMA020
 		{name: "NAD absent while others present", rule: "RDMA020", trigger: true, docs: excl(func(w *wlB) { w.ann[manifest.NetworksAnnotation] = "train-rdma-v2@net1" })},
 		{name: "no network definitions in input is info", rule: "RDMA020", trigger: true, sev: Info, docs: func() []M { return []M{vfPool(), exclusiveWL().obj()} }},

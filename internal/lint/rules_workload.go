@@ -142,6 +142,33 @@ func (c *checker) checkNetworkRefs(w *workload) {
 				c.add("RDMA010", w.obj, rdmaRes[0].field, fmt.Sprintf("network %q (%s) is tied to resource %s (annotation %s), but the pod requests %s; the three names (pool, NAD annotation, pod request) must be the same", n.sel.Name, n.nad.Ref(), rn, manifest.ResourceNameAnnotation, strings.Join(got, ", ")), fmt.Sprintf("request %s instead of %s, or change the NAD's resourceName annotation", rn, strings.Join(got, ", ")))
 			}
 		}
+		// RDMA016: attachments per resource vs devices requested.
+		attach := map[string][]string{}
+		for _, n := range w.nets {
+			if n.nad != nil && n.nad.ResourceName != "" {
+				attach[n.nad.ResourceName] = append(attach[n.nad.ResourceName], n.sel.Name+"@"+n.sel.Interface)
+			}
+		}
+		for _, rn := range sortedKeysOf(attach) {
+			var have int64
+			var field string
+			for _, r := range rdmaRes {
+				if r.name == rn {
+					have += r.limit
+					field = r.field
+				}
+			}
+			if have == 0 {
+				continue // RDMA014/RDMA010 report it
+			}
+			want := int64(len(attach[rn]))
+			switch {
+			case want > have:
+				c.add("RDMA016", w.obj, field, fmt.Sprintf("%d attachments (%s) need a device of %s each, but the pod requests %d; the attachment without a device fails CNI ADD", want, strings.Join(attach[rn], ", "), rn, have), fmt.Sprintf("request %s: %q", rn, fmt.Sprint(want)))
+			case want < have && nadKindForResource(w, rn) == resExclusive:
+				c.addSev("RDMA016", Warning, w.obj, field, fmt.Sprintf("the pod requests %d devices of %s but attaches only %d (%s); the other VFs are allocated and never used", have, rn, want, strings.Join(attach[rn], ", ")), fmt.Sprintf("request %s: %q, or attach the network once per VF", rn, fmt.Sprint(want)))
+			}
+		}
 		if len(w.nets) == 0 && w.netsErr == nil {
 			for _, r := range rdmaRes {
 				switch r.kind {
@@ -409,4 +436,22 @@ func quoteVal(s string) string {
 		s = s[:77] + "..."
 	}
 	return fmt.Sprintf("%q", s)
+}
+
+func sortedKeysOf(m map[string][]string) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	sortStrings(out)
+	return out
+}
+
+func nadKindForResource(w *workload, rn string) string {
+	for _, n := range w.nets {
+		if n.nad != nil && n.nad.ResourceName == rn {
+			return nadKind(n.nad)
+		}
+	}
+	return ""
 }
