@@ -168,6 +168,18 @@ func TestRenderThenLint(t *testing.T) {
 	}
 }
 
+func TestRenderMultiRailFlags(t *testing.T) {
+	code, out, errs := runCmd(t, "", "render", "--mode", "shared", "--name", "llm", "--pf", "ens6f0np0", "--pf", "ens6f1np1",
+		"--rail-subnet", "192.168.2.0/24", "--rail-subnet", "192.168.3.0/24", "--image", "i:1")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errs)
+	}
+	code, lout, _ := runCmd(t, out, "lint", "--fail-on", "warning", "-")
+	if code != 0 || !strings.Contains(lout, "llm-rdma-1@net2") {
+		t.Errorf("lint exit %d:\n%s", code, lout)
+	}
+}
+
 func TestRenderSpecFileAndFlags(t *testing.T) {
 	spec := filepath.Join(t.TempDir(), "spec.yaml")
 	if err := os.WriteFile(spec, []byte("mode: exclusive\nname: a\npfNames: [ens1f0np0]\nsubnet: 10.1.0.0/16\nimage: i:1\nnodes: 3\n"), 0o644); err != nil {

@@ -34,13 +34,19 @@ The spec comes from -f FILE (YAML or JSON with the fields below) and/or flags;
 flags override the file. The output passes 'kubectl rdma lint' with no finding
 above info.
 
+Multi-rail (exclusive, shared): give one --rail-subnet per --pf; rail i is PF i
+with its own pool (<resourceName>_<i>), NAD (<network>-<i>), subnet and in-pod
+interface net<i+1>, and the Job requests one device of each.
+
 Spec fields: mode, name, namespace, resourcePrefix, resourceName, pfNames,
 vendors, deviceIDs, rdmaHcaMax, poolFormat, poolNamespace, network, interface,
-subnet, exclude, vlan, mtu, image, nodes, gpusPerNode, rdmaPerPod, port,
-script, command, socketIfname, ncclDebug.`,
+subnet, exclude, subnets, vlan, mtu, image, nodes, gpusPerNode, rdmaPerPod,
+port, script, command, socketIfname, ncclDebug.`,
 		Example: `  kubectl rdma render --mode exclusive --name face-trainer -n ai-training \
       --pf enp65s0f0np0 --subnet 10.60.0.0/16 --exclude 10.60.0.0/24 --vlan 200 \
       --image registry.example.com/ai/face-training:v1 --nodes 2 --gpus-per-node 8
+  kubectl rdma render --mode exclusive --name llm --pf enp65s0f0np0 --pf enp66s0f0np0 \
+      --rail-subnet 10.60.0.0/16 --rail-subnet 10.61.0.0/16 --image registry.example.com/ai/llm:v1
   kubectl rdma render -f spec.yaml | kubectl apply -f -`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -87,6 +93,7 @@ script, command, socketIfname, ncclDebug.`,
 	fl.StringVar(&f.Interface, "interface", "", "in-pod interface of the training net (default net1)")
 	fl.StringVar(&f.Subnet, "subnet", "", "training subnet CIDR (exclusive, shared)")
 	fl.StringSliceVar(&f.Exclude, "exclude", nil, "CIDRs inside the subnet not to allocate")
+	fl.StringSliceVar(&f.Subnets, "rail-subnet", nil, "multi-rail: one subnet per --pf, in order (rail i = PF i, its own pool, NAD and net<i+1>)")
 	fl.IntVar(&f.VLAN, "vlan", 0, "exclusive: VLAN the sriov CNI sets on the VF")
 	fl.IntVar(&f.MTU, "mtu", 0, "shared: macvlan MTU (default 9000)")
 	fl.StringVar(&f.Image, "image", "", "training image")
@@ -143,6 +150,9 @@ func overlay(cmd *cobra.Command, dst, src *render.Spec) {
 	}
 	if set("exclude") {
 		dst.Exclude = src.Exclude
+	}
+	if set("rail-subnet") {
+		dst.Subnets = src.Subnets
 	}
 	if set("vlan") {
 		dst.VLAN = src.VLAN

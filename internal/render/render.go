@@ -19,6 +19,32 @@ type Document struct {
 	Object  map[string]any
 }
 
+// rail is one training network: its pool, NAD, subnet and in-pod interface.
+type rail struct {
+	pfs          []string
+	resourceName string
+	network      string
+	iface        string
+	subnet       string
+	exclude      []string
+}
+
+func (r rail) resource(s Spec) string { return s.ResourcePrefix + "/" + r.resourceName }
+
+// rails splits the spec into its networks: one for a single-rail spec (all
+// PFs in one pool), one per PF for a multi-rail spec.
+func rails(s Spec) []rail {
+	if len(s.Subnets) == 0 {
+		return []rail{{pfs: s.PFNames, resourceName: s.ResourceName, network: s.Network, iface: s.Interface, subnet: s.Subnet, exclude: s.Exclude}}
+	}
+	out := make([]rail, len(s.PFNames))
+	for i, pf := range s.PFNames {
+		out[i] = rail{pfs: []string{pf}, resourceName: fmt.Sprintf("%s_%d", s.ResourceName, i), network: fmt.Sprintf("%s-%d", s.Network, i),
+			iface: fmt.Sprintf("net%d", i+1), subnet: s.Subnets[i]}
+	}
+	return out
+}
+
 // Render defaults and validates the spec and returns the manifests of its mode.
 func Render(s Spec) ([]Document, error) {
 	s.Default()
@@ -26,18 +52,25 @@ func Render(s Spec) ([]Document, error) {
 		return nil, err
 	}
 	var docs []Document
+	rs := rails(s)
+	var names []string
+	for _, r := range rs {
+		names = append(names, r.resource(s))
+	}
 	switch s.Mode {
 	case ModeExclusive:
-		docs = append(docs,
-			Document{"SR-IOV VF pool: registers RDMA-capable VFs of the PFs as " + s.ResourceFullName(), sriovPool(s)},
-			Document{"training network: sriov moves the VF in as " + s.Interface + ", rdma moves its RDMA device; no default route", exclusiveNAD(s)})
+		docs = append(docs, Document{"SR-IOV VF pool: registers RDMA-capable VFs of the PFs as " + strings.Join(names, ", "), sriovPool(s, rs)})
+		for _, r := range rs {
+			docs = append(docs, Document{"training network: sriov moves the VF in as " + r.iface + ", rdma moves its RDMA device; no default route", exclusiveNAD(s, r)})
+		}
 	case ModeShared:
-		docs = append(docs,
-			Document{"shared HCA pool: " + strconv.Itoa(s.RdmaHcaMax) + " pods may share each HCA (" + s.ResourceFullName() + "); the node's RDMA subsystem must be in shared netns mode", sharedPool(s)},
-			Document{"training network: macvlan child of the RoCE PF as " + s.Interface + "; no default route", sharedNAD(s)})
+		docs = append(docs, Document{"shared HCA pool: " + strconv.Itoa(s.RdmaHcaMax) + " pods may share each HCA (" + strings.Join(names, ", ") + "); the node's RDMA subsystem must be in shared netns mode", sharedPool(s, rs)})
+		for _, r := range rs {
+			docs = append(docs, Document{"training network: macvlan child of the RoCE PF as " + r.iface + "; no default route", sharedNAD(s, r)})
+		}
 	case ModeHost:
 		docs = append(docs,
-			Document{"shared HCA pool: hands the /dev/infiniband device nodes to hostNetwork pods as " + s.ResourceFullName(), sharedPool(s)})
+			Document{"shared HCA pool: hands the /dev/infiniband device nodes to hostNetwork pods as " + s.ResourceFullName(), sharedPool(s, rs)})
 	}
 	docs = append(docs,
 		Document{"headless rendezvous Service: <job>-<index>." + s.Name + "-rdzv resolves to each pod", service(s)},
@@ -71,23 +104,30 @@ func mustJSON(v any) string {
 	return string(b) + "\n"
 }
 
-func sriovPool(s Spec) obj {
-	sel := obj{"vendors": s.Vendors, "pfNames": s.PFNames, "isRdma": true}
-	if len(s.DeviceIDs) > 0 {
-		sel["devices"] = s.DeviceIDs
+func sriovPool(s Spec, rs []rail) obj {
+	var list []any
+	for _, r := range rs {
+		sel := obj{"vendors": s.Vendors, "pfNames": r.pfs, "isRdma": true}
+		if len(s.DeviceIDs) > 0 {
+			sel["devices"] = s.DeviceIDs
+		}
+		list = append(list, obj{"resourcePrefix": s.ResourcePrefix, "resourceName": r.resourceName, "selectors": []any{sel}})
 	}
-	cfg := obj{"resourceList": []any{obj{"resourcePrefix": s.ResourcePrefix, "resourceName": s.ResourceName, "selectors": []any{sel}}}}
 	return obj{"apiVersion": "v1", "kind": "ConfigMap",
 		"metadata": obj{"name": "sriovdp-config", "namespace": s.PoolNamespace},
-		"data":     obj{"config.json": mustJSON(cfg)}}
+		"data":     obj{"config.json": mustJSON(obj{"resourceList": list})}}
 }
 
-func sharedPool(s Spec) obj {
-	sel := obj{"vendors": s.Vendors, "ifNames": s.PFNames}
-	if len(s.DeviceIDs) > 0 {
-		sel["deviceIDs"] = s.DeviceIDs
+func sharedPool(s Spec, rs []rail) obj {
+	var list []any
+	for _, r := range rs {
+		sel := obj{"vendors": s.Vendors, "ifNames": r.pfs}
+		if len(s.DeviceIDs) > 0 {
+			sel["deviceIDs"] = s.DeviceIDs
+		}
+		list = append(list, obj{"resourcePrefix": s.ResourcePrefix, "resourceName": r.resourceName, "rdmaHcaMax": s.RdmaHcaMax, "selectors": sel})
 	}
-	cfg := obj{"configList": []any{obj{"resourcePrefix": s.ResourcePrefix, "resourceName": s.ResourceName, "rdmaHcaMax": s.RdmaHcaMax, "selectors": sel}}}
+	cfg := obj{"configList": list}
 	if s.PoolFormat == PoolNicClusterPolicy {
 		return obj{"apiVersion": "mellanox.com/v1alpha1", "kind": "NicClusterPolicy",
 			"metadata": obj{"name": "nic-cluster-policy"},
@@ -98,32 +138,32 @@ func sharedPool(s Spec) obj {
 		"data":     obj{"config.json": mustJSON(cfg)}}
 }
 
-func ipam(s Spec) obj {
-	m := obj{"type": "rdmanet-ipam", "range": s.Subnet}
-	if len(s.Exclude) > 0 {
-		m["exclude"] = s.Exclude
+func ipam(r rail) obj {
+	m := obj{"type": "rdmanet-ipam", "range": r.subnet}
+	if len(r.exclude) > 0 {
+		m["exclude"] = r.exclude
 	}
 	return m
 }
 
-func nad(s Spec, cfg obj) obj {
+func nad(s Spec, r rail, cfg obj) obj {
 	return obj{"apiVersion": "k8s.cni.cncf.io/v1", "kind": "NetworkAttachmentDefinition",
-		"metadata": obj{"name": s.Network, "namespace": s.Namespace,
-			"annotations": obj{"k8s.v1.cni.cncf.io/resourceName": s.ResourceFullName()}},
+		"metadata": obj{"name": r.network, "namespace": s.Namespace,
+			"annotations": obj{"k8s.v1.cni.cncf.io/resourceName": r.resource(s)}},
 		"spec": obj{"config": mustJSON(cfg)}}
 }
 
-func exclusiveNAD(s Spec) obj {
-	sriov := obj{"type": "sriov", "spoofchk": "on", "trust": "off", "ipam": ipam(s)}
+func exclusiveNAD(s Spec, r rail) obj {
+	sriov := obj{"type": "sriov", "spoofchk": "on", "trust": "off", "ipam": ipam(r)}
 	if s.VLAN != 0 {
 		sriov["vlan"] = s.VLAN
 	}
-	return nad(s, obj{"cniVersion": "0.3.1", "name": s.Network, "plugins": []any{sriov, obj{"type": "rdma"}}})
+	return nad(s, r, obj{"cniVersion": "0.3.1", "name": r.network, "plugins": []any{sriov, obj{"type": "rdma"}}})
 }
 
-func sharedNAD(s Spec) obj {
-	return nad(s, obj{"cniVersion": "0.3.1", "name": s.Network, "plugins": []any{
-		obj{"type": "macvlan", "master": s.PFNames[0], "mode": "bridge", "mtu": s.MTU, "ipam": ipam(s)}}})
+func sharedNAD(s Spec, r rail) obj {
+	return nad(s, r, obj{"cniVersion": "0.3.1", "name": r.network, "plugins": []any{
+		obj{"type": "macvlan", "master": r.pfs[0], "mode": "bridge", "mtu": s.MTU, "ipam": ipam(r)}}})
 }
 
 func svcName(s Spec) string { return s.Name + "-rdzv" }
@@ -149,7 +189,15 @@ func job(s Spec) obj {
 	if s.NCCLDebug {
 		env = append(env, obj{"name": "NCCL_DEBUG", "value": "INFO"}, obj{"name": "NCCL_DEBUG_SUBSYS", "value": "INIT,NET"})
 	}
-	res := obj{s.ResourceFullName(): strconv.Itoa(s.RDMAPerPod)}
+	rs := rails(s)
+	res := obj{}
+	if s.Mode == ModeHost {
+		res[s.ResourceFullName()] = strconv.Itoa(s.RDMAPerPod)
+	} else {
+		for _, r := range rs {
+			res[r.resource(s)] = "1"
+		}
+	}
 	if s.GPUsPerNode > 0 {
 		res["nvidia.com/gpu"] = strconv.Itoa(s.GPUsPerNode)
 	}
@@ -184,7 +232,11 @@ func job(s Spec) obj {
 		// Whole-node placement: the fixed MASTER_PORT is a node port (seed 2, 十三.1).
 		meta["annotations"] = obj{"rdmanet.io/node-exclusive": "true"}
 	default:
-		meta["annotations"] = obj{"k8s.v1.cni.cncf.io/networks": mustJSONCompact([]any{obj{"name": s.Network, "interface": s.Interface}})}
+		var sel []any
+		for _, r := range rs {
+			sel = append(sel, obj{"name": r.network, "interface": r.iface})
+		}
+		meta["annotations"] = obj{"k8s.v1.cni.cncf.io/networks": mustJSONCompact(sel)}
 	}
 	return obj{"apiVersion": "batch/v1", "kind": "Job",
 		"metadata": obj{"name": s.Name, "namespace": s.Namespace},

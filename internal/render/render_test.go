@@ -52,6 +52,22 @@ func TestRoundTrip(t *testing.T) {
 		{name: "shared with NicClusterPolicy", spec: func() Spec { s := specFor(ModeShared); s.PoolFormat = PoolNicClusterPolicy; return s }(), mode: lint.ModeShared},
 		{name: "host", spec: specFor(ModeHost), mode: lint.ModeHost},
 		{name: "exclusive with defaults", spec: Spec{Mode: ModeExclusive, Name: "t", PFNames: []string{"ens1f0np0"}, Subnet: "192.168.50.0/24", Image: "i:1"}, mode: lint.ModeExclusive},
+		{name: "exclusive multi-rail", spec: func() Spec {
+			s := specFor(ModeExclusive)
+			s.PFNames = []string{"enp65s0f0np0", "enp66s0f0np0", "enp67s0f0np0", "enp68s0f0np0"}
+			s.Subnet, s.Exclude = "", nil
+			s.Subnets = []string{"10.60.0.0/16", "10.61.0.0/16", "10.62.0.0/16", "10.63.0.0/16"}
+			return s
+		}(), mode: lint.ModeExclusive},
+		{name: "shared multi-rail with NicClusterPolicy", spec: func() Spec {
+			s := specFor(ModeShared)
+			s.PFNames = []string{"ens6f0np0", "ens6f1np1"}
+			s.Subnet, s.Exclude = "", nil
+			s.Subnets = []string{"192.168.2.0/24", "192.168.3.0/24"}
+			s.PoolFormat = PoolNicClusterPolicy
+			return s
+		}(), mode: lint.ModeShared},
+		{name: "host with two PFs", spec: func() Spec { s := specFor(ModeHost); s.PFNames = []string{"ens6f0np0", "ens6f1np1"}; return s }(), mode: lint.ModeHost},
 		{name: "host without GPUs, debug env", spec: Spec{Mode: ModeHost, Name: "t", PFNames: []string{"ens1f0np0"}, Image: "i:1", GPUsPerNode: 0, NCCLDebug: true}, mode: lint.ModeHost},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -163,6 +179,19 @@ func TestValidate(t *testing.T) {
 	}{
 		{name: "macvlan on IPoIB", spec: func() Spec { s := specFor(ModeShared); s.PFNames = []string{"ib0"}; return s }(), want: "IPoIB"},
 		{name: "VLAN in shared mode", spec: func() Spec { s := specFor(ModeShared); s.VLAN = 10; return s }(), want: "vlan"},
+		{name: "rails without a subnet each", spec: func() Spec {
+			s := specFor(ModeExclusive)
+			s.PFNames = []string{"a0", "a1"}
+			s.Subnet, s.Exclude, s.Subnets = "", nil, []string{"10.60.0.0/16"}
+			return s
+		}(), want: "one subnet per PF"},
+		{name: "overlapping rails", spec: func() Spec {
+			s := specFor(ModeExclusive)
+			s.PFNames = []string{"a0", "a1"}
+			s.Subnet, s.Exclude, s.Subnets = "", nil, []string{"10.60.0.0/16", "10.60.1.0/24"}
+			return s
+		}(), want: "ARP flux"},
+		{name: "two VFs on one network", spec: func() Spec { s := specFor(ModeExclusive); s.RDMAPerPod = 2; return s }(), want: "rdmaPerPod"},
 		{name: "MTU in exclusive mode", spec: func() Spec { s := specFor(ModeExclusive); s.MTU = 9000; return s }(), want: "mtu"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -183,5 +212,22 @@ func TestParseSpec(t *testing.T) {
 	}
 	if _, err := ParseSpec([]byte("mode: shared\nnodse: 4\n")); err == nil || !strings.Contains(err.Error(), "nodse") {
 		t.Errorf("unknown field: err = %v", err)
+	}
+}
+
+func TestMultiRailLayout(t *testing.T) {
+	s := specFor(ModeExclusive)
+	s.PFNames = []string{"p0", "p1"}
+	s.Subnet, s.Exclude, s.Subnets = "", nil, []string{"10.60.0.0/16", "10.61.0.0/16"}
+	out := renderString(t, s)
+	for _, want := range []string{
+		`"resourceName": "sriov_rdma_0"`, `"resourceName": "sriov_rdma_1"`,
+		"name: face-trainer-rdma-0", "name: face-trainer-rdma-1",
+		`[{"interface":"net1","name":"face-trainer-rdma-0"},{"interface":"net2","name":"face-trainer-rdma-1"}]`,
+		"rdmanet.io/sriov_rdma_0: \"1\"", "rdmanet.io/sriov_rdma_1: \"1\"", `"range": "10.61.0.0/16"`, "value: =net1",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("multi-rail output lacks %q", want)
+		}
 	}
 }

@@ -51,8 +51,12 @@ type Spec struct {
 	Interface string   `json:"interface,omitempty"`
 	Subnet    string   `json:"subnet,omitempty"`
 	Exclude   []string `json:"exclude,omitempty"`
-	VLAN      int      `json:"vlan,omitempty"` // exclusive only
-	MTU       int      `json:"mtu,omitempty"`  // shared (macvlan)
+	// Subnets, one per PF, renders a multi-rail job: rail i is PF i with its
+	// own pool (<resourceName>_<i>), NAD (<network>-<i>), subnet and
+	// interface (net<i+1>). Exclusive and shared modes.
+	Subnets []string `json:"subnets,omitempty"`
+	VLAN    int      `json:"vlan,omitempty"` // exclusive only
+	MTU     int      `json:"mtu,omitempty"`  // shared (macvlan)
 
 	// Workload.
 	Image        string   `json:"image"`
@@ -170,16 +174,43 @@ func (s *Spec) Validate() error {
 			bad("pfNames", fmt.Sprintf("%q", pf), "looks like an IPoIB interface; macvlan cannot use InfiniBand as parent (seed 3, 四)", "use a RoCE PF, or the exclusive mode")
 		}
 	}
-	if s.Mode == ModeShared && len(s.PFNames) > 1 {
-		bad("pfNames", s.PFNames, "shared mode renders one macvlan network on one parent", "render one PF per network")
+	if s.Mode == ModeShared && len(s.PFNames) > 1 && len(s.Subnets) == 0 {
+		bad("pfNames", s.PFNames, "shared mode renders one macvlan network on one parent", "render one PF, or one rail per PF with subnets (--rail-subnet per PF)")
+	}
+	if len(s.Subnets) > 0 {
+		switch {
+		case s.Mode == ModeHost:
+			bad("subnets", s.Subnets, "host mode uses the nodes' own interfaces; there are no rails to render", "drop subnets")
+		case len(s.Subnets) != len(s.PFNames) || len(s.Subnets) < 2:
+			bad("subnets", s.Subnets, fmt.Sprintf("multi-rail needs one subnet per PF (%d PFs) and at least two rails", len(s.PFNames)), "give --rail-subnet once per --pf, in the same order")
+		case s.Subnet != "" || len(s.Exclude) > 0:
+			bad("subnet", s.Subnet, "subnet/exclude and per-rail subnets are exclusive", "use only subnets")
+		}
+		for i, sn := range s.Subnets {
+			_, a, err := net.ParseCIDR(sn)
+			if err != nil {
+				bad(fmt.Sprintf("subnets[%d]", i), fmt.Sprintf("%q", sn), "must be a CIDR", "e.g. 10.60.0.0/16")
+				continue
+			}
+			for _, other := range s.Subnets[:i] {
+				if _, b, err := net.ParseCIDR(other); err == nil && (a.Contains(b.IP) || b.Contains(a.IP)) {
+					bad(fmt.Sprintf("subnets[%d]", i), fmt.Sprintf("%q", sn), "overlaps "+other+"; rails in one subnet cause ARP flux (seed 3, 七)", "give every rail its own subnet")
+				}
+			}
+		}
 	}
 	if s.Mode != ModeHost {
-		if !dnsLabel.MatchString(s.Network) {
-			bad("network", fmt.Sprintf("%q", s.Network), "must be a DNS label (it names the NetworkAttachmentDefinition)", "e.g. face-training-rdma")
+		if !dnsLabel.MatchString(s.Network) || len(s.Network) > 60 {
+			bad("network", fmt.Sprintf("%q", s.Network), "must be a DNS label of at most 60 characters (it names the NetworkAttachmentDefinition)", "e.g. face-training-rdma")
 		}
 		if s.Interface == "eth0" || !ifName.MatchString(s.Interface) {
 			bad("interface", fmt.Sprintf("%q", s.Interface), "must be a free interface name other than eth0 (eth0 is the pod network)", "use net1")
 		}
+		if len(s.Subnets) > 0 && s.Interface != "net1" {
+			bad("interface", fmt.Sprintf("%q", s.Interface), "multi-rail names the rails net1, net2, ...", "leave interface unset")
+		}
+	}
+	if s.Mode != ModeHost && len(s.Subnets) == 0 {
 		_, ipnet, err := net.ParseCIDR(s.Subnet)
 		if err != nil {
 			bad("subnet", fmt.Sprintf("%q", s.Subnet), "must be a CIDR for the training network", "e.g. --subnet 10.60.0.0/16")
@@ -210,8 +241,8 @@ func (s *Spec) Validate() error {
 	if s.RDMAPerPod < 1 || s.RDMAPerPod > 16 {
 		bad("rdmaPerPod", s.RDMAPerPod, "must be 1..16", "")
 	}
-	if s.Mode == ModeExclusive && s.RDMAPerPod != 1 {
-		bad("rdmaPerPod", s.RDMAPerPod, "exclusive mode renders one VF network per pod", "use 1")
+	if s.Mode != ModeHost && s.RDMAPerPod != 1 {
+		bad("rdmaPerPod", s.RDMAPerPod, "each network attachment takes one device", "use 1; for several NICs per pod render one rail per PF (subnets)")
 	}
 	if s.Port < 1 || s.Port > 65535 {
 		bad("port", s.Port, "must be 1..65535", "")
