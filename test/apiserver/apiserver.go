@@ -20,6 +20,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -278,18 +279,30 @@ func (s *Server) run(cmd *exec.Cmd, logName string) (chan struct{}, error) {
 		return nil, err
 	}
 	cmd.Stdout, cmd.Stderr = logf, logf
-	// Own process group, and die with the test binary.
+	// Own process group, and die with the test binary. Pdeathsig fires when
+	// the *thread* that forked the child exits, and Go retires threads (a
+	// goroutine that ends while locked to its thread, as the netns helpers'
+	// do, takes the thread with it). So the child is started from a thread
+	// locked for exactly the child's lifetime.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
-	if err := cmd.Start(); err != nil {
-		logf.Close()
-		return nil, fmt.Errorf("apiserver: start %s: %w", cmd.Path, err)
-	}
+	started := make(chan error, 1)
 	done := make(chan struct{})
 	go func() {
+		runtime.LockOSThread()
+		defer runtime.UnlockOSThread()
+		if err := cmd.Start(); err != nil {
+			started <- err
+			return
+		}
+		started <- nil
 		_ = cmd.Wait()
 		logf.Close()
 		close(done)
 	}()
+	if err := <-started; err != nil {
+		logf.Close()
+		return nil, fmt.Errorf("apiserver: start %s: %w", cmd.Path, err)
+	}
 	return done, nil
 }
 
