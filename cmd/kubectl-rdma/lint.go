@@ -28,7 +28,8 @@ Understood: Pod, Deployment, StatefulSet, DaemonSet, ReplicaSet, Job, CronJob,
 PyTorchJob/MPIJob/TFJob (kubeflow.org), Volcano Job, JobSet, LeaderWorkerSet;
 NetworkAttachmentDefinition; ConfigMaps holding a SR-IOV device plugin
 "resourceList" or an rdma-shared-dev-plugin "configList"; NicClusterPolicy,
-MacvlanNetwork, IPoIBNetwork, SriovNetworkNodePolicy, SpiderMultusConfig;
+MacvlanNetwork, IPoIBNetwork, SriovNetwork, SriovIBNetwork,
+SriovNetworkNodePolicy, SpiderMultusConfig;
 the k8s.v1.cni.cncf.io/networks and tke.cloud.tencent.com/networks annotations.
 
 Lint related objects together (e.g. a whole directory): the three-place

@@ -52,7 +52,10 @@ func (c *checker) checkNADs() {
 				if n.ResourceName == "" {
 					f := "metadata.annotations[" + manifest.ResourceNameAnnotation + "]"
 					if n.Generated {
-						f = "spec.sriov.resourceName"
+						f = "spec.resourceName"
+						if o.Kind == "SpiderMultusConfig" {
+							f = "spec.sriov.resourceName"
+						}
 					}
 					c.add("RDMA031", o, f, fmt.Sprintf("%s uses the %s plugin but has no %s annotation; Multus cannot pass the allocated VF's deviceID to the chain", n.Ref(), p.Type, manifest.ResourceNameAnnotation), fmt.Sprintf("annotate %s: <resourcePrefix>/<resourceName> of the VF pool", manifest.ResourceNameAnnotation))
 				}

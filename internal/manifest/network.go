@@ -280,6 +280,40 @@ func NADFromObject(o *Object) []*NAD {
 		}
 		n.Config = &CNIConfig{Name: o.Name, Plugins: []CNIPlugin{{Type: "ipoib", Raw: p}}}
 		return []*NAD{n}
+	case (o.Kind == "SriovNetwork" || o.Kind == "SriovIBNetwork") && o.Group() == "sriovnetwork.openshift.io":
+		// The SR-IOV network operator writes a NAD named like the CR into
+		// spec.networkNamespace (default: the CR's namespace) with resourceName
+		// openshift.io/<spec.resourceName>.
+		ns := GetString(o.Data, "spec.networkNamespace")
+		if ns == "" {
+			ns = o.Namespace
+		}
+		typ := "sriov"
+		if o.Kind == "SriovIBNetwork" {
+			typ = "ib-sriov"
+		}
+		n := &NAD{Obj: o, Namespace: ns, Name: o.Name, Generated: true, ConfigField: "spec"}
+		if rn := GetString(o.Data, "spec.resourceName"); rn != "" {
+			n.ResourceName, n.ResourceField = "openshift.io/"+rn, "spec.resourceName"
+		}
+		p := map[string]any{"type": typ}
+		if v, ok := GetAny(o.Data, "spec.vlan").(float64); ok {
+			p["vlan"] = v
+		}
+		if ipamStr := GetString(o.Data, "spec.ipam"); strings.TrimSpace(ipamStr) != "" {
+			var ipam map[string]any
+			if err := json.Unmarshal([]byte(ipamStr), &ipam); err != nil {
+				n.ConfigErr = fmt.Errorf("spec.ipam is not valid JSON: %w", err)
+			} else {
+				p["ipam"] = ipam
+			}
+		}
+		plugins := []CNIPlugin{{Type: typ, Raw: p}}
+		if mp := GetString(o.Data, "spec.metaPlugins"); strings.Contains(mp, `"rdma"`) {
+			plugins = append(plugins, CNIPlugin{Type: "rdma", Index: 1, Raw: map[string]any{"type": "rdma"}})
+		}
+		n.Config = &CNIConfig{Name: o.Name, Plugins: plugins, List: len(plugins) > 1}
+		return []*NAD{n}
 	case o.Kind == "SpiderMultusConfig" && o.Group() == "spiderpool.spidernet.io":
 		n := &NAD{Obj: o, Namespace: o.Namespace, Name: o.Name, Generated: true, ConfigField: "spec"}
 		cni := GetString(o.Data, "spec.cniType")

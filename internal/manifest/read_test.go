@@ -288,3 +288,36 @@ func TestParseCRLFAndBOM(t *testing.T) {
 		t.Fatalf("got %d objects: %+v", len(objs), objs)
 	}
 }
+
+func TestSriovNetworkOperatorObjects(t *testing.T) {
+	src := `apiVersion: sriovnetwork.openshift.io/v1
+kind: SriovNetwork
+metadata: {name: rdma-net, namespace: sriov-network-operator}
+spec:
+  resourceName: mlnx_rdma
+  networkNamespace: ai
+  vlan: 200
+  ipam: '{"type": "whereabouts", "range": "10.60.0.0/16"}'
+  metaPlugins: '{"type": "rdma"}'
+---
+apiVersion: sriovnetwork.openshift.io/v1
+kind: SriovNetworkNodePolicy
+metadata: {name: p, namespace: sriov-network-operator}
+spec:
+  resourceName: mlnx_rdma
+  isRdma: true
+  nicSelector: {pfNames: ["ens1f0np0#0-7"], vendor: "15b3"}
+`
+	objs, err := Parse("op.yaml", []byte(src))
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := NADFromObject(objs[0])[0]
+	if n.Namespace != "ai" || n.ResourceName != "openshift.io/mlnx_rdma" || !n.Config.Has("sriov") || n.Config.Index("rdma") != 1 || n.Config.Plugins[0].IPAM()["type"] != "whereabouts" {
+		t.Errorf("SriovNetwork NAD = %+v", n)
+	}
+	pools, _ := PoolsFromObject(objs[1])
+	if len(pools) != 1 || pools[0].FullName() != "openshift.io/mlnx_rdma" || !pools[0].IsRdma || pools[0].PFNames[0] != "ens1f0np0" {
+		t.Errorf("SriovNetworkNodePolicy pool = %+v", pools)
+	}
+}
