@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"sort"
 
 	"github.com/spf13/cobra"
 
@@ -45,7 +46,9 @@ Rules: docs/lint-rules.md, or 'kubectl rdma lint --rules'.`,
   helm template ./chart | kubectl rdma lint -`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if listRules {
-				for _, r := range lint.Catalogue {
+				rules := append([]lint.Rule(nil), lint.Catalogue...)
+				sort.Slice(rules, func(i, j int) bool { return rules[i].ID < rules[j].ID })
+				for _, r := range rules {
 					fmt.Fprintf(s.out, "%s  %-8s %-38s %s\n", r.ID, r.Severity, r.Name, r.Summary)
 				}
 				return nil
