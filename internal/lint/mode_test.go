@@ -196,3 +196,17 @@ func TestParseMasterAddr(t *testing.T) {
 		}
 	}
 }
+
+func TestDegenerateTemplates(t *testing.T) {
+	// Templates with no containers or empty fields must not crash any rule.
+	for _, doc := range []M{
+		{"apiVersion": "v1", "kind": "Pod", "metadata": M{"name": "p", "annotations": M{manifest.NetworksAnnotation: "x@net1"}}, "spec": M{}},
+		{"apiVersion": "v1", "kind": "Pod", "metadata": M{"name": "p"}, "spec": M{"hostNetwork": true, "containers": []any{}}},
+		{"apiVersion": "batch/v1", "kind": "Job", "metadata": M{"name": "j"}, "spec": M{"parallelism": 3, "template": M{"spec": M{"hostNetwork": true, "containers": []any{M{"name": "c", "env": []any{M{"name": "NCCL_SOCKET_IFNAME", "value": "net1"}, M{"name": "MASTER_ADDR", "value": "j-0.svc"}}}}}}}},
+	} {
+		res := lintDocs(t, []M{vfPool(), exclusiveNAD(), doc})
+		if len(res.Workloads) != 1 {
+			t.Errorf("workloads %+v", res.Workloads)
+		}
+	}
+}

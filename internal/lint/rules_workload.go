@@ -342,7 +342,11 @@ func (c *checker) checkNCCL(w *workload) {
 				c.add("RDMA072", w.obj, e.field, fmt.Sprintf("NCCL_SOCKET_IFNAME=%q selects eth0 although the pod has the training interface %s; NCCL bootstrap and socket traffic run on the pod network", e.value, strings.Join(sec, ", ")), fmt.Sprintf("set NCCL_SOCKET_IFNAME=\"=%s\"", sec[0]))
 			}
 		case len(sec) > 0 && (w.isRDMA() || w.mode == ModeUnknown):
-			c.add("RDMA074", w.obj, w.rdmaContainers()[0].field+".env", fmt.Sprintf("the pod has the training interface %s but NCCL_SOCKET_IFNAME is unset; NCCL picks an interface by its own order, often eth0", strings.Join(sec, ", ")), fmt.Sprintf("add NCCL_SOCKET_IFNAME=\"=%s\"", sec[0]))
+			field := w.t.Field("spec.containers")
+			if cs := w.rdmaContainers(); len(cs) > 0 {
+				field = cs[0].field + ".env"
+			}
+			c.add("RDMA074", w.obj, field, fmt.Sprintf("the pod has the training interface %s but NCCL_SOCKET_IFNAME is unset; NCCL picks an interface by its own order, often eth0", strings.Join(sec, ", ")), fmt.Sprintf("add NCCL_SOCKET_IFNAME=\"=%s\"", sec[0]))
 		}
 	}
 	if w.mode == ModeExclusive {
