@@ -146,7 +146,11 @@ func Parse(names []string, readers []io.Reader) (*Report, error) {
 		Ranks: []Rank{}, Hosts: []string{}, HCAs: []string{}, OOB: []string{}, Rows: []TestRow{}, Warnings: []string{}, Problems: []Problem{}, BusBWUnit: "GB/s"}
 	for i, rd := range readers {
 		if err := r.read(rd); err != nil {
-			return nil, fmt.Errorf("%s: %w", names[i], err)
+			name := fmt.Sprintf("input %d", i+1)
+			if i < len(names) {
+				name = names[i]
+			}
+			return nil, fmt.Errorf("%s: %w", name, err)
 		}
 	}
 	r.finish()
