@@ -163,15 +163,36 @@ func (a *Allocator) retry(ctx context.Context, fn func() error) error {
 	return fmt.Errorf("rdmanet-ipam: gave up after %d attempts: %w", maxAttempts, err)
 }
 
-// tryAllocate is one optimistic attempt. Common path: one List of this
-// node's blocks and one Update (the only write).
+// tryAllocate is one optimistic attempt. Common path: this node's blocks
+// from the node cache (or one List), then one Update — the only write.
 func (a *Allocator) tryAllocate(ctx context.Context, pool Pool, r *Range, owner Owner) (netip.Addr, error) {
-	mine, err := a.Store.List(ctx, pool, a.Node)
-	if err != nil {
-		return netip.Addr{}, err
+	cache := newBlockCache(a.StateDir, pool, a.Node)
+	mine, cached := cache.load()
+	if !cached {
+		var err error
+		if mine, err = a.Store.List(ctx, pool, a.Node); err != nil {
+			return netip.Addr{}, err
+		}
 	}
-	if _, addr, ok := findOwner(mine, owner); ok {
-		return addr, nil
+	if b, addr, ok := findOwner(mine, owner); ok {
+		if !cached {
+			cache.store(mine)
+			return addr, nil
+		}
+		// Repeated ADD answered from the cache: confirm with the store.
+		cur, err := a.Store.Get(ctx, b.Name)
+		if err != nil && !errors.Is(err, ErrNotFound) {
+			return netip.Addr{}, err
+		}
+		if cur != nil {
+			if _, addr, ok := findOwner([]v1alpha1.IPAMBlock{*cur}, owner); ok {
+				return addr, nil
+			}
+		}
+		if err := cache.drop(); err != nil {
+			return netip.Addr{}, err
+		}
+		return netip.Addr{}, fmt.Errorf("rdmanet-ipam: node cache of block %s is out of date: %w", b.Name, ErrConflict)
 	}
 	j := newJournal(a.StateDir, pool)
 	if name := j.get(owner); name != "" {
@@ -188,8 +209,16 @@ func (a *Allocator) tryAllocate(ctx context.Context, pool Pool, r *Range, owner 
 	sortBlocks(mine)
 	for i := range mine {
 		if addr, ok := assign(&mine[i], r, owner, a.Node); ok {
-			_, err := a.Store.Update(ctx, &mine[i])
-			return addr, err
+			if err := cache.drop(); err != nil {
+				return netip.Addr{}, err
+			}
+			upd, err := a.Store.Update(ctx, &mine[i])
+			if err != nil {
+				return netip.Addr{}, err
+			}
+			mine[i] = *upd
+			cache.store(mine)
+			return addr, nil
 		}
 	}
 
@@ -202,9 +231,13 @@ func (a *Allocator) tryAllocate(ctx context.Context, pool Pool, r *Range, owner 
 		return addr, nil // borrowed earlier (e.g. a retried ADD whose reply was lost)
 	}
 	taken := make([]netip.Prefix, 0, len(all))
+	var fresh []v1alpha1.IPAMBlock // this node's blocks, as just listed
 	for i := range all {
 		if p, err := netip.ParsePrefix(all[i].Spec.CIDR); err == nil {
 			taken = append(taken, p)
+		}
+		if all[i].Spec.Node == a.Node {
+			fresh = append(fresh, *all[i].DeepCopy())
 		}
 	}
 	if cidr, ok := r.nextFreeBlock(taken, r.spreadStart(hash64(a.Node))); ok {
@@ -213,8 +246,15 @@ func (a *Allocator) tryAllocate(ctx context.Context, pool Pool, r *Range, owner 
 		if !ok {
 			return netip.Addr{}, fmt.Errorf("rdmanet-ipam: internal error: new block %s of range %s has no usable address", cidr, r.Spec)
 		}
-		_, err := a.Store.Create(ctx, b)
-		return addr, err
+		if err := cache.drop(); err != nil {
+			return netip.Addr{}, err
+		}
+		created, err := a.Store.Create(ctx, b)
+		if err != nil {
+			return netip.Addr{}, err
+		}
+		cache.store(append(fresh, *created))
+		return addr, nil
 	}
 
 	// Every block is claimed: borrow from other nodes' blocks, starting at a
@@ -227,6 +267,11 @@ func (a *Allocator) tryAllocate(ctx context.Context, pool Pool, r *Range, owner 
 				if err := j.set(owner, b.Name); err != nil {
 					return netip.Addr{}, err
 				}
+				if b.Spec.Node == a.Node {
+					if err := cache.drop(); err != nil {
+						return netip.Addr{}, err
+					}
+				}
 				_, err := a.Store.Update(ctx, b)
 				return addr, err
 			}
@@ -235,31 +280,61 @@ func (a *Allocator) tryAllocate(ctx context.Context, pool Pool, r *Range, owner 
 	return netip.Addr{}, &ExhaustedError{Network: pool.Network, Range: r.Spec, Size: r.Size().String()}
 }
 
+func removeOwner(b *v1alpha1.IPAMBlock, owner Owner) bool {
+	changed := false
+	for k, al := range b.Spec.Allocations {
+		if owner.holds(al) {
+			delete(b.Spec.Allocations, k)
+			changed = true
+		}
+	}
+	return changed
+}
+
+// tryRelease is one optimistic attempt. Common path: this node's blocks from
+// the node cache (or one List), then one Update.
 func (a *Allocator) tryRelease(ctx context.Context, pool Pool, owner Owner) error {
-	for _, node := range []string{a.Node, ""} {
-		blocks, err := a.Store.List(ctx, pool, node)
-		if err != nil {
+	cache := newBlockCache(a.StateDir, pool, a.Node)
+	mine, cached := cache.load()
+	if !cached {
+		var err error
+		if mine, err = a.Store.List(ctx, pool, a.Node); err != nil {
 			return err
 		}
-		found := false
-		for i := range blocks {
-			b := &blocks[i]
-			changed := false
-			for k, al := range b.Spec.Allocations {
-				if owner.holds(al) {
-					delete(b.Spec.Allocations, k)
-					changed = true
-				}
+	}
+	found := false
+	for i := range mine {
+		if removeOwner(&mine[i], owner) {
+			found = true
+			if err := cache.drop(); err != nil {
+				return err
 			}
-			if changed {
-				found = true
-				if _, err := a.Store.Update(ctx, b); err != nil {
+			upd, err := a.Store.Update(ctx, &mine[i])
+			if err != nil {
+				return err
+			}
+			mine[i] = *upd
+		}
+	}
+	if found {
+		cache.store(mine)
+		return newJournal(a.StateDir, pool).set(owner, "")
+	}
+	// Not in this node's blocks: borrowed, or unknown.
+	all, err := a.Store.List(ctx, pool, "")
+	if err != nil {
+		return err
+	}
+	for i := range all {
+		if removeOwner(&all[i], owner) {
+			if all[i].Spec.Node == a.Node {
+				if err := cache.drop(); err != nil {
 					return err
 				}
 			}
-		}
-		if found {
-			break
+			if _, err := a.Store.Update(ctx, &all[i]); err != nil {
+				return err
+			}
 		}
 	}
 	return newJournal(a.StateDir, pool).set(owner, "")

@@ -190,9 +190,9 @@ func TestKubeFaults(t *testing.T) {
 		// The crashing attempt.
 		actx, cancel := context.WithCancel(ctx)
 		rc := srv.Config()
-		ct := &crashTransport{n: 1 + rng.Int64N(3), after: rng.IntN(2) == 0, cancel: cancel}
+		ct := &crashTransport{n: 1 + rng.Int64N(2), after: rng.IntN(2) == 0, cancel: cancel}
 		rc.WrapTransport = func(rt http.RoundTripper) http.RoundTripper { ct.next = rt; return ct }
-		a := &ipam.Allocator{Store: kubeStore(t, rc), Node: node, Lock: &ipam.FileLock{Dir: filepath.Join(lockDir, node)}}
+		a := &ipam.Allocator{Store: kubeStore(t, rc), Node: node, Lock: &ipam.FileLock{Dir: filepath.Join(lockDir, node)}, StateDir: filepath.Join(lockDir, node)}
 		addr, err := a.Allocate(actx, cfg.Network, r, owner)
 		cancel()
 		if err == nil {
@@ -202,7 +202,7 @@ func TestKubeFaults(t *testing.T) {
 		crashes++
 		// Kubelet retries the sandbox under a new ID; the old one may have leaked.
 		ps.owner.ContainerID = fmt.Sprintf("sandbox-%02d-1", i)
-		a = &ipam.Allocator{Store: good, Node: node, Lock: &ipam.FileLock{Dir: filepath.Join(lockDir, node)}}
+		a = &ipam.Allocator{Store: good, Node: node, Lock: &ipam.FileLock{Dir: filepath.Join(lockDir, node)}, StateDir: filepath.Join(lockDir, node)}
 		if ps.addr, err = a.Allocate(ctx, cfg.Network, r, ps.owner); err != nil {
 			t.Fatalf("retry after crash: %v", err)
 		}
@@ -269,7 +269,8 @@ func TestKubeGCRecreatedPodAndDeadNode(t *testing.T) {
 	store := kubeStore(t, srv.Config())
 	nodes := map[string]*ipam.Allocator{}
 	for _, n := range []string{"sts-live", "sts-dead"} {
-		nodes[n] = &ipam.Allocator{Store: store, Node: n, Lock: &ipam.FileLock{Dir: filepath.Join(t.TempDir(), n)}}
+		dir := filepath.Join(t.TempDir(), n)
+		nodes[n] = &ipam.Allocator{Store: store, Node: n, Lock: &ipam.FileLock{Dir: dir}, StateDir: dir}
 	}
 	mkPod := func(name, node string) *corev1.Pod {
 		p, err := cs.CoreV1().Pods(ns).Create(ctx, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name},

@@ -42,11 +42,15 @@ func main() {
 type counter struct {
 	next http.RoundTripper
 	n    *atomic.Int64
+	ns   *atomic.Int64 // total request time
 }
 
 func (c counter) RoundTrip(r *http.Request) (*http.Response, error) {
 	c.n.Add(1)
-	return c.next.RoundTrip(r)
+	t0 := time.Now()
+	resp, err := c.next.RoundTrip(r)
+	c.ns.Add(int64(time.Since(t0)))
+	return resp, err
 }
 
 func run(allocations, nodes int, concList, rangeText string) error {
@@ -77,13 +81,13 @@ func run(allocations, nodes int, concList, rangeText string) error {
 			return err
 		}
 		r := cfg.Ranges[0]
-		var requests atomic.Int64
+		var requests, reqNanos atomic.Int64
 		// One client, one lock directory per node identity, like separate nodes.
 		allocs := make([]*ipam.Allocator, nodes)
 		for n := range nodes {
 			rc := srv.Config()
 			rc.UserAgent = fmt.Sprintf("ipam-bench-node-%d", n)
-			rc.WrapTransport = func(rt http.RoundTripper) http.RoundTripper { return counter{rt, &requests} }
+			rc.WrapTransport = func(rt http.RoundTripper) http.RoundTripper { return counter{rt, &requests, &reqNanos} }
 			store, err := ipam.NewKubeStore(rc)
 			if err != nil {
 				return err
@@ -119,7 +123,7 @@ func run(allocations, nodes int, concList, rangeText string) error {
 		}
 		wg.Wait()
 		wall := time.Since(start)
-		addRequests := requests.Load()
+		addRequests, addReqNanos := requests.Load(), reqNanos.Load()
 
 		failed, duplicates := 0, 0
 		seen := map[netip.Addr]bool{}
@@ -182,9 +186,9 @@ func run(allocations, nodes int, concList, rangeText string) error {
 		pct := func(p float64) float64 {
 			return float64(lat[min(len(lat)-1, int(p*float64(len(lat))))].Microseconds()) / 1000
 		}
-		fmt.Printf("ipam-bench-detail: concurrency=%d p50_ms=%.1f p90_ms=%.1f p99_ms=%.1f max_ms=%.1f failed=%d api_requests_per_add=%.2f blocks=%d del_wall_s=%.2f\n",
+		fmt.Printf("ipam-bench-detail: concurrency=%d p50_ms=%.1f p90_ms=%.1f p99_ms=%.1f max_ms=%.1f failed=%d api_requests_per_add=%.2f api_request_avg_ms=%.1f blocks=%d del_wall_s=%.2f\n",
 			c, pct(0.50), pct(0.90), pct(0.99), float64(lat[len(lat)-1].Microseconds())/1000, failed,
-			float64(addRequests)/float64(allocations), len(blocks), delWall.Seconds())
+			float64(addRequests)/float64(allocations), float64(addReqNanos)/float64(max(addRequests, 1))/1e6, len(blocks), delWall.Seconds())
 		fmt.Printf("ipam-bench: allocations=%d nodes=%d concurrency=%d wall_s=%.2f per_s=%.0f p99_ms=%.1f duplicates=%d leaked=%d\n",
 			allocations, nodes, c, wall.Seconds(), float64(allocations-failed)/wall.Seconds(), pct(0.99), duplicates, leaked)
 		if failed > 0 || duplicates > 0 || leaked > 0 {
