@@ -153,6 +153,7 @@ func setupTB(t testing.TB) *env {
 		t.Fatal(err)
 	}
 	e.host, e.pod = netnsutil.NewNS(t), netnsutil.NewNS(t)
+	reachAPIServer(t, e.host, kubeconfig)
 	netnsutil.SimulateVFs(t, e.host, vfNetdev(0), vfNetdev(1), vfNetdev(2), vfNetdev(3))
 	e.origVF, _ = netnsutil.Link(t, e.host, vfNetdev(1))
 	e.rec = netops.NewRecorder(filepath.Join(e.dir, "netops.json"))
@@ -196,6 +197,14 @@ func setupTB(t testing.TB) *env {
 		if t.Failed() {
 			b, _ := os.ReadFile(filepath.Join(e.dir, "rdmanet.log"))
 			t.Logf("rdmanet log:\n%s", b)
+			logs, _ := filepath.Glob(filepath.Join(api.Dir(), "*.log"))
+			for _, l := range logs {
+				b, _ := os.ReadFile(l)
+				if len(b) > 3000 {
+					b = b[len(b)-3000:]
+				}
+				t.Logf("%s (tail):\n%s", l, b)
+			}
 		}
 	})
 	return e
@@ -416,7 +425,7 @@ func TestSeedFlowFailures(t *testing.T) {
 	})
 	t.Run("pod deleted before ADD", func(t *testing.T) {
 		e.t = t
-		if err := e.core.CoreV1().Pods("ai-training").Delete(context.Background(), "face-trainer-1", metav1.DeleteOptions{}); err != nil {
+		if err := e.core.CoreV1().Pods("ai-training").Delete(context.Background(), "face-trainer-1", metav1.DeleteOptions{GracePeriodSeconds: new(int64)}); err != nil {
 			t.Fatal(err)
 		}
 		err := e.add(e.rt("c-gone", pod, ""))

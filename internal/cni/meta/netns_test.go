@@ -381,6 +381,17 @@ func TestAddFailuresRollBack(t *testing.T) {
 			want: []string{"network ai-training/broken (net2)"},
 		},
 		{
+			name: "network-status cannot be written (pod gone): everything rolled back", networks: `face-training-rdma`, resources: `example.com/sriov_rdma: "1"`, devices: []string{"0000:41:00.5"},
+			setup: func(r *rig) {
+				// a file where the status directory should be makes the write fail
+				if err := os.MkdirAll(filepath.Join(r.dir, "cni"), 0o755); err != nil {
+					r.t.Fatal(err)
+				}
+				r.write("cni/status", "not a directory")
+			},
+			want: []string{"network-status"},
+		},
+		{
 			name: "namespace isolation", networks: `other/net`,
 			setup: func(r *rig) {
 				r.conf["namespaceIsolation"] = true
