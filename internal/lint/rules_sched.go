@@ -73,8 +73,10 @@ func (c *checker) checkScheduling(w *workload) {
 		return
 	}
 	n := w.podCount()
-	core := w.obj.Group() == "" || w.obj.Group() == "batch" || w.obj.Group() == "apps"
-	if n > 1 && core {
+	// Training-shaped core kinds; operator CRDs gang-schedule through their
+	// operator, Deployments are services, not collectives.
+	training := (w.obj.Group() == "batch" && (w.obj.Kind == "Job" || w.obj.Kind == "CronJob")) || (w.obj.Group() == "apps" && w.obj.Kind == "StatefulSet")
+	if n > 1 && training {
 		sched := w.t.Spec.SchedulerName
 		if !gangSchedulers[sched] && !hasMarker(w.t.Meta.Annotations, w.t.Meta.Labels, w.obj.Labels, w.obj.Annotations) {
 			c.add("RDMA085", w.obj, w.t.Field("spec.schedulerName"), fmt.Sprintf("%d pods must all run for training to progress, but scheduler %q admits them one by one; partially started jobs hold GPUs and RDMA devices and can deadlock each other", n, firstNonEmpty(sched, "default-scheduler")), "")
