@@ -1,10 +1,10 @@
 package main
 
-import "errors"
+import "github.com/rdmanet/rdmanet/internal/netops"
 
-// rdmaNetnsMode asks the kernel for the RDMA subsystem's netns mode.
-// Wired to internal/netops once that package lands; until then the kernel
-// is reported as silent and --rdma-netns-mode states the mode.
+// rdmaNetnsMode asks the kernel (RDMA netlink, `rdma system`) for the RDMA
+// subsystem's netns mode. On a kernel without the RDMA subsystem the error
+// says so and --rdma-netns-mode states the mode instead.
 func rdmaNetnsMode() (string, error) {
-	return "", errors.New("netlink RDMA query not wired")
+	return netops.Netlink{}.NetnsMode()
 }
