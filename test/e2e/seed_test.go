@@ -62,7 +62,7 @@ func TestMain(m *testing.M) {
 func buildPlugins(dir string) error {
 	cmd := exec.Command("go", "build", "-o", dir+"/",
 		"./cmd/rdmanet", "./cmd/rdmanet-direct", "./cmd/rdmanet-daemon", "./cmd/sriov", "./cmd/rdma", "./cmd/rdmanet-ipam",
-		"github.com/containernetworking/plugins/plugins/main/bridge",
+		"github.com/containernetworking/plugins/plugins/main/bridge", "github.com/containernetworking/plugins/plugins/main/macvlan",
 		"github.com/containernetworking/plugins/plugins/ipam/host-local")
 	cmd.Dir = "../.."
 	if out, err := cmd.CombinedOutput(); err != nil {
