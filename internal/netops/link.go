@@ -191,6 +191,20 @@ func Addrs(name string) ([]net.IPNet, error) {
 	return out, nil
 }
 
+// AddAddr adds an address (e.g. 192.168.2.10/24) to a netdev of the
+// calling thread's netns (the simulated-node demo gives its PF stand-ins
+// the addresses a node's RoCE NICs carry).
+func AddAddr(name string, addr *net.IPNet) error {
+	l, err := byName(name)
+	if err != nil {
+		return err
+	}
+	if err := netlink.AddrAdd(l, &netlink.Addr{IPNet: addr}); err != nil {
+		return fmt.Errorf("ip addr add %s dev %s: %w", addr, name, err)
+	}
+	return nil
+}
+
 // AddVeth creates a veth pair in the calling thread's netns: name stays
 // here, peer is created and then moved into peerNS (nil keeps it here).
 // MAC may be nil for a kernel-chosen address.
