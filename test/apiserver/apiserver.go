@@ -89,7 +89,11 @@ func FindBinaries() (Binaries, error) {
 	}
 	find := func(env, name string) string {
 		if v := os.Getenv(env); v != "" {
-			return v
+			if st, err := os.Stat(v); err == nil && st.Mode()&0o111 != 0 {
+				return v
+			}
+			dirs = append(dirs, "$"+env+"="+v+" (not an executable)")
+			return ""
 		}
 		for _, d := range dirs {
 			p := filepath.Join(d, name)
