@@ -15,6 +15,8 @@ import (
 	"strings"
 
 	nadv1 "github.com/k8snetworkplumbingwg/network-attachment-definition-client/pkg/apis/k8s.cni.cncf.io/v1"
+
+	"github.com/rdmanet/rdmanet/internal/fsutil"
 )
 
 // DefaultDir is where device plugins write device-info files on a node.
@@ -41,27 +43,7 @@ func Write(dir, resource, deviceID string, info *nadv1.DeviceInfo) error {
 	if err != nil {
 		return fmt.Errorf("device-info for %s %s: %w", resource, deviceID, err)
 	}
-	final := Path(dir, resource, deviceID)
-	tmp, err := os.CreateTemp(dir, ".devinfo-*")
-	if err != nil {
-		return fmt.Errorf("device-info %s: %w", final, err)
-	}
-	defer os.Remove(tmp.Name())
-	if _, err := tmp.Write(b); err != nil {
-		tmp.Close()
-		return fmt.Errorf("device-info %s: %w", final, err)
-	}
-	if err := tmp.Chmod(0o444); err != nil {
-		tmp.Close()
-		return fmt.Errorf("device-info %s: %w", final, err)
-	}
-	if err := tmp.Close(); err != nil {
-		return fmt.Errorf("device-info %s: %w", final, err)
-	}
-	if err := os.Rename(tmp.Name(), final); err != nil {
-		return fmt.Errorf("device-info %s: %w", final, err)
-	}
-	return nil
+	return fsutil.WriteFileAtomic(Path(dir, resource, deviceID), b, 0o444, true)
 }
 
 // Read loads a device-info file; (nil, nil) when it does not exist.

@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/rdmanet/rdmanet/internal/fsutil"
 )
 
 // FileLock is an exclusive flock(2) on a lock file. It stays correct when a
@@ -91,39 +93,5 @@ func WriteFileAtomic(path string, data []byte, perm os.FileMode) error {
 }
 
 func writeFileAtomic(path string, data []byte, perm os.FileMode, sync bool) error {
-	dir := filepath.Dir(path)
-	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return fmt.Errorf("write %s: %w", path, err)
-	}
-	tmp, err := os.CreateTemp(dir, "."+filepath.Base(path)+".tmp*")
-	if err != nil {
-		return fmt.Errorf("write %s: %w", path, err)
-	}
-	defer os.Remove(tmp.Name())
-	if _, err := tmp.Write(data); err != nil {
-		tmp.Close()
-		return fmt.Errorf("write %s: %w", path, err)
-	}
-	if err := tmp.Chmod(perm); err != nil {
-		tmp.Close()
-		return fmt.Errorf("write %s: %w", path, err)
-	}
-	if err := syncFile(tmp, sync); err != nil {
-		tmp.Close()
-		return fmt.Errorf("write %s: %w", path, err)
-	}
-	if err := tmp.Close(); err != nil {
-		return fmt.Errorf("write %s: %w", path, err)
-	}
-	if err := os.Rename(tmp.Name(), path); err != nil {
-		return fmt.Errorf("write %s: %w", path, err)
-	}
-	return nil
-}
-
-func syncFile(f *os.File, sync bool) error {
-	if !sync {
-		return nil
-	}
-	return f.Sync()
+	return fsutil.WriteFileAtomic(path, data, perm, sync)
 }
