@@ -351,7 +351,11 @@ func assign(b *v1alpha1.IPAMBlock, r *Range, owner Owner, node string) (netip.Ad
 	}
 	for a, ok := r.NextUsable(cidr.Addr()); ok && cidr.Contains(a); a, ok = r.NextUsable(a.Next()) {
 		if _, used := b.Spec.Allocations[a.String()]; !used {
-			b.Spec.Allocations[a.String()] = owner.allocation(node)
+			al := owner.allocation(node)
+			if node == b.Spec.Node {
+				al.Node = "" // implied by the block; set only on borrowed addresses
+			}
+			b.Spec.Allocations[a.String()] = al
 			return a, true
 		}
 		if !a.Next().IsValid() {

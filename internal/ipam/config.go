@@ -29,8 +29,8 @@ const (
 	// Whereabouts' flat file). The agent DaemonSet writes it; its fields are
 	// the same as the "ipam" object's and are overridden by the network config.
 	DefaultNodeConfigPath = "/etc/cni/net.d/rdmanet-ipam.d/rdmanet-ipam.conf"
-	defaultBlockBits4     = 26  // 64 addresses
-	defaultBlockBits6     = 122 // 64 addresses
+	defaultBlockBits4     = 27  // 32 addresses
+	defaultBlockBits6     = 123 // 32 addresses
 	maxBlockHostBits      = 12  // a block holds at most 4096 addresses (object size)
 )
 

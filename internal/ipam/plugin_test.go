@@ -74,7 +74,7 @@ func TestPluginVerbs(t *testing.T) {
 	found := false
 	for _, b := range blocks {
 		for _, a := range b.Spec.Allocations {
-			found = found || (a.PodNamespace == "ns" && a.PodName == "p" && a.PodUID == "u-1" && a.Node == "host-1")
+			found = found || (a.PodNamespace == "ns" && a.PodName == "p" && a.PodUID == "u-1" && a.Node == "" && b.Spec.Node == "host-1")
 		}
 	}
 	if !found {

@@ -81,7 +81,7 @@ func TestSizeMatchesEnumeration(t *testing.T) {
 }
 
 func TestNextFreeBlock(t *testing.T) {
-	r := mustRange(t, `{"range":"10.0.0.0/24","exclude":["10.0.0.64/26"]}`)
+	r := mustRange(t, `{"range":"10.0.0.0/24","exclude":["10.0.0.64/26"],"node_slice_size":"/26"}`)
 	p := netip.MustParsePrefix
 	tests := []struct {
 		name  string
@@ -119,7 +119,7 @@ func TestNextFreeBlock(t *testing.T) {
 // TestLargeIPv6RangeUsableInFull: a /64 is usable end to end, blocks near the
 // top are claimable, and spreading covers the whole range.
 func TestLargeIPv6RangeUsableInFull(t *testing.T) {
-	r := mustRange(t, `{"range":"fd00:60::/64","exclude":["fd00:60::/65"]}`)
+	r := mustRange(t, `{"range":"fd00:60::/64","exclude":["fd00:60::/65"],"node_slice_size":"/122"}`)
 	if got, want := r.Size().String(), "9223372036854775808"; got != want {
 		t.Fatalf("Size = %s, want %s (upper half of a /64)", got, want)
 	}

@@ -70,8 +70,9 @@ type Allocation struct {
 	PodNamespace string `json:"podNamespace,omitempty"`
 	PodName      string `json:"podName,omitempty"`
 	PodUID       string `json:"podUID,omitempty"`
-	// Node is the node that made the allocation; it differs from the block's
-	// node when the address was borrowed because the range was nearly full.
+	// Node is set when the allocating node is not the block's node: the
+	// address was borrowed because the range was nearly full. Empty means
+	// the block's node.
 	Node string `json:"node,omitempty"`
 }
 
