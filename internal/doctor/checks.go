@@ -166,7 +166,15 @@ func (c *checker) devices() {
 			}
 		}
 	}
+	podIf := ""
+	for nd := range c.in.Netdevs {
+		if netN.MatchString(nd) {
+			podIf = nd
+		}
+	}
 	switch {
+	case len(missing) > 0 && len(missing) == n && podIf != "":
+		c.add(IDIbdev2netdev, Pass, fmt.Sprintf("no RDMA device has its netdev here, but %s exists: a pod in shared netns mode (the HCAs' netdevs stay in the host netns; %s carries the pod's address)", podIf, podIf), "")
 	case len(missing) > 0:
 		c.add(IDIbdev2netdev, Warn, fmt.Sprintf("RDMA device(s) without a netdev in this network namespace: %s; NCCL_SOCKET_IFNAME, RoCE GIDs and IPAM need the netdev", strings.Join(missing, ", ")),
 			"check the function's driver (ethtool/`ip link`); on InfiniBand load ib_ipoib for the IPoIB netdev; a netdev moved into another namespace is only visible there")
@@ -653,6 +661,28 @@ func (c *checker) checkHCA(hca string, names []string, by map[string]*inventory.
 			}
 		}
 	}
+	if !exclude && !strings.HasPrefix(strings.TrimSpace(hca), "=") {
+		var extra []string
+		for _, it := range items {
+			exact := false
+			var more []string
+			for _, n := range sel {
+				if n == it.name {
+					exact = true
+				} else if strings.HasPrefix(n, it.name) {
+					more = append(more, n)
+				}
+			}
+			if exact && len(more) > 0 {
+				extra = append(extra, fmt.Sprintf("%s also selects %s", it.name, strings.Join(limit(more, 4), ", ")))
+			}
+		}
+		if len(extra) > 0 {
+			c.add(IDNCCLIBHCA, Warn, fmt.Sprintf("NCCL_IB_HCA=%s: entries are prefixes, so %s", hca, strings.Join(extra, "; ")),
+				fmt.Sprintf("start the list with = to match exact names: NCCL_IB_HCA==%s", strings.TrimSpace(hca)))
+			return sel
+		}
+	}
 	var down []string
 	for _, n := range sel {
 		for _, d := range by[n].RDMA {
@@ -743,7 +773,7 @@ func (c *checker) checkSocketIf(v string) {
 	}
 	switch {
 	case len(sel) == 0:
-		c.add(IDNCCLSocketIf, Fail, fmt.Sprintf("NCCL_SOCKET_IFNAME=%s selects no interface here (have: %s): NCCL bootstrap fails (\"no socket interface found\")", v, orDash(strings.Join(ifs, ", "))),
+		c.add(IDNCCLSocketIf, Fail, fmt.Sprintf("NCCL_SOCKET_IFNAME=%s selects no interface here (have: %s): NCCL bootstrap fails (\"no socket interface found\")", v, orDash(strings.Join(limit(ifs, 8), ", "))),
 			"set it to an interface that exists: net1 (the NAD's @ifname) in exclusive/shared pods, the node's NIC in hostNetwork pods; =name matches exactly, ^ excludes, otherwise prefixes")
 	case len(up) == 0:
 		c.add(IDNCCLSocketIf, Fail, fmt.Sprintf("NCCL_SOCKET_IFNAME=%s selects %s, none of which is up", v, strings.Join(sel, ", ")), "bring the interface up or select another one")

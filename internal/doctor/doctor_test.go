@@ -190,6 +190,13 @@ func TestChecks(t *testing.T) {
 			}
 		}, want: doctor.Warn, msg: "mlx5_0 (0000:41:00.0)"},
 
+		{name: "shared-mode pod: HCA netdevs stay in the host netns", id: doctor.IDIbdev2netdev, empty: true, setup: func(t *testing.T, h *host) {
+			if err := h.node.AddFunction(sysfsfixture.Function{BDF: "0000:81:00.0", Vendor: "15b3", Device: "101d", Driver: "mlx5_core", RDMADev: "mlx5_2"}); err != nil {
+				t.Fatal(err)
+			}
+			write(t, filepath.Join(h.sys, "class/net/net1/operstate"), "up\n")
+			write(t, filepath.Join(h.sys, "class/net/eth0/operstate"), "up\n")
+		}, want: doctor.Pass, msg: "net1 exists: a pod in shared netns mode"},
 		{name: "sysfs read completely", id: doctor.IDInventory, want: doctor.Pass, msg: "29 PCI network function(s)"},
 		{name: "dangling pci link", fresh: true, id: doctor.IDInventory, setup: func(t *testing.T, h *host) {
 			if err := os.Symlink("../../../devices/pci0000:99/0000:99:00.0", filepath.Join(h.sys, "bus/pci/devices/0000:99:00.0")); err != nil {
@@ -337,6 +344,7 @@ func TestChecks(t *testing.T) {
 		{name: "NCCL_IB_HCA with port", id: doctor.IDNCCLIBHCA, setup: env("NCCL_IB_HCA", "=mlx5_1:1,mlx5_2:1"), want: doctor.Pass, msg: "selects mlx5_1, mlx5_2"},
 		{name: "NCCL_IB_HCA exclusion", id: doctor.IDNCCLIBHCA, setup: env("NCCL_IB_HCA", "^mlx5_0", "NCCL_IB_GID_INDEX", "<unset>"), want: doctor.Pass, msg: "selects mlx5_1, mlx5_2, mlx5_3"},
 		{name: "NCCL_IB_HCA unset", id: doctor.IDNCCLIBHCA, setup: env("NCCL_IB_HCA", "<unset>"), want: doctor.Pass, msg: "unset: NCCL uses every visible device"},
+		{name: "NCCL_IB_HCA prefix selects more than meant", id: doctor.IDNCCLIBHCA, setup: env("NCCL_IB_HCA", "mlx5_1,mlx5_2"), want: doctor.Warn, msg: "mlx5_1 also selects mlx5_10, mlx5_11"},
 		{name: "NCCL_IB_HCA names a netdev", id: doctor.IDNCCLIBHCA, setup: env("NCCL_IB_HCA", "enp65s0f0np0"), want: doctor.Fail, msg: "names network interface(s) enp65s0f0np0"},
 		{name: "NCCL_IB_HCA selects nothing", id: doctor.IDNCCLIBHCA, setup: env("NCCL_IB_HCA", "=mlx5_99"), want: doctor.Fail, msg: "selects none of the visible RDMA devices"},
 		{name: "NCCL_IB_HCA port that does not exist", id: doctor.IDNCCLIBHCA, setup: env("NCCL_IB_HCA", "=mlx5_1:2"), want: doctor.Fail, msg: "port 2 of mlx5_1"},
