@@ -56,9 +56,9 @@ type layout struct {
 	Prefix  string `json:"prefix"` // network namespace name prefix
 }
 
-func (l layout) cniBin() string        { return filepath.Join(l.WorkDir, "bin") }
-func (l layout) manifests() string     { return filepath.Join(l.WorkDir, "cluster", "manifests") }
-func (l layout) statusDir() string     { return filepath.Join(l.WorkDir, "cluster", "network-status") }
+func (l layout) cniBin() string          { return filepath.Join(l.WorkDir, "bin") }
+func (l layout) manifests() string       { return filepath.Join(l.WorkDir, "cluster", "manifests") }
+func (l layout) statusDir() string       { return filepath.Join(l.WorkDir, "cluster", "network-status") }
 func (l layout) nodeDir(n string) string { return filepath.Join(l.WorkDir, "nodes", n) }
 func (l layout) hostNS(n string) string  { return l.Prefix + "-" + n }
 func (l layout) wireNS(n string) string  { return l.Prefix + "-" + n + "-wire" }
@@ -210,13 +210,12 @@ func (p hostProbe) RDMANetnsMode() (string, error) { return p.rec.NetnsMode() }
 
 // startNode builds and starts one simulated node. On error everything it
 // created is removed.
-func startNode(ctx context.Context, d nodeDef, l layout, m *Manifests, log *slog.Logger) (n *node, err error) {
-	n = &node{def: d, l: l, dir: l.nodeDir(d.Name), log: log}
+func startNode(ctx context.Context, d nodeDef, l layout, m *Manifests, log *slog.Logger) (_ *node, err error) {
+	n := &node{def: d, l: l, dir: l.nodeDir(d.Name), log: log}
 	defer func() {
 		if err != nil {
 			n.stop()
 			_ = teardownNode(d, l)
-			n = nil
 		}
 	}()
 	for _, sub := range append([]string{"pools", "net.d", "devinfo", "dp", "pod-resources"}, stateDirs...) {

@@ -188,13 +188,13 @@ type NodeSummary struct {
 // RunState is the work dir's state file: the lock against a second run and
 // what --cleanup needs after --keep (or after a run that died).
 type RunState struct {
-	PID     int        `json:"pid"`
-	Started time.Time  `json:"started"`
-	Kept    bool       `json:"kept"`
-	Layout  layout     `json:"layout"`
-	Nodes   []nodeDef  `json:"nodes"`
-	Pods    []keptPod  `json:"pods"`
-	Before  *HostState `json:"before,omitempty"`
+	PID     int                 `json:"pid"`
+	Started time.Time           `json:"started"`
+	Kept    bool                `json:"kept"`
+	Layout  layout              `json:"layout"`
+	Nodes   []nodeDef           `json:"nodes"`
+	Pods    []keptPod           `json:"pods"`
+	Before  *HostState          `json:"before,omitempty"`
 	RDMA    map[string][]string `json:"rdmaDevices,omitempty"` // node -> RDMA devices
 }
 
@@ -375,6 +375,10 @@ func Run(ctx context.Context, o Options) (rep *Report, err error) {
 	workDir, err := filepath.Abs(o.WorkDir)
 	if err != nil {
 		return nil, err
+	}
+	// the longest unix socket path the demo creates must fit sun_path (108 bytes)
+	if longest := filepath.Join(workDir, "nodes", NodeShared, "dp", "rdmanet-"+strings.NewReplacer("/", "_", ".", "_").Replace(SharedResource)+".sock"); len(longest) > 107 {
+		return nil, fmt.Errorf("work dir %s is too long: the demo's unix sockets (e.g. %s, %d bytes) must fit in 107 bytes; fix: use a shorter --work-dir (default %s)", workDir, longest, len(longest), DefaultWorkDir)
 	}
 	m, err := LoadManifests()
 	if err != nil {
