@@ -14,8 +14,9 @@ import (
 
 func init() { register(newDoctorCmd) }
 
-// doctorNetnsMode asks the kernel for the RDMA netns mode. It is a field of
-// the command's dependencies so tests can replace it without globals.
+// doctorDeps are what doctor asks outside the host paths: the kernel's RDMA
+// netns mode (netlink) and the process environment. Tests pass fakes to
+// newDoctorCmdWith instead of swapping globals.
 type doctorDeps struct {
 	netnsMode func() (string, error)
 	environ   func() []string
