@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"slices"
 	"sort"
 	"strings"
 	"text/tabwriter"
@@ -119,14 +120,24 @@ func WriteTable(w io.Writer, r *Report) error {
 	if err := tw.Flush(); err != nil {
 		return err
 	}
-	var notes []string
+	// the same note for many pods is printed once, naming them
+	var order []string
+	who := map[string][]string{}
 	for _, p := range r.Pods {
-		for _, n := range p.Notes {
-			notes = append(notes, fmt.Sprintf("  %s/%s: %s", p.Namespace, p.Name, n))
-		}
+		texts := p.Notes
 		if p.Error != "" {
-			notes = append(notes, fmt.Sprintf("  %s/%s: ERROR: %s", p.Namespace, p.Name, p.Error))
+			texts = append(slices.Clone(texts), "ERROR: "+p.Error)
 		}
+		for _, n := range texts {
+			if _, ok := who[n]; !ok {
+				order = append(order, n)
+			}
+			who[n] = append(who[n], p.Namespace+"/"+p.Name)
+		}
+	}
+	var notes []string
+	for _, n := range order {
+		notes = append(notes, fmt.Sprintf("  %s: %s", strings.Join(who[n], ", "), n))
 	}
 	if len(notes) > 0 {
 		fmt.Fprintln(b, "\nNotes:")

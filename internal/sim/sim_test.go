@@ -1,0 +1,212 @@
+package sim
+
+import (
+	"errors"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+)
+
+func TestOptionsDefaults(t *testing.T) {
+	tests := []struct {
+		name string
+		o    Options
+		want string // error substring; "" = valid
+	}{
+		{name: "defaults", o: Options{}},
+		{name: "too many pods", o: Options{Pods: MaxPods + 1}, want: "rdmaHcaMax 63"},
+		{name: "negative pods", o: Options{Pods: -1}, want: "must be 1-31"},
+		{name: "unknown mode", o: Options{Modes: []string{"sriov"}}, want: `mode "sriov"`},
+		{name: "mode twice", o: Options{Modes: []string{ModeHost, ModeHost}}, want: "given twice"},
+		{name: "keep with two rounds", o: Options{Keep: true, Cycles: 2}, want: "one round only"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			err := tc.o.defaults()
+			if tc.want == "" {
+				if err != nil {
+					t.Fatal(err)
+				}
+				if tc.o.Pods != DefaultPods || len(tc.o.Modes) != 3 || tc.o.WorkDir != DefaultWorkDir || tc.o.NetnsPrefix != DefaultPrefix || tc.o.Cycles != 1 {
+					t.Fatalf("defaults: %+v", tc.o)
+				}
+				return
+			}
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("error %v, want %q", err, tc.want)
+			}
+		})
+	}
+}
+
+func TestManifestsPods(t *testing.T) {
+	m, err := LoadManifests()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(m.NADs), `"type": "whereabouts"`) || !strings.Contains(string(m.NADs), `"master": "ens8f0np0"`) {
+		t.Fatalf("NADs:\n%s", m.NADs)
+	}
+	tests := []struct {
+		name, mode, wantName, wantNS, wantResource string
+		hostNetwork                                bool
+		wantAnnotation                             string
+	}{
+		{name: "exclusive from the seed Job", mode: ModeExclusive, wantName: "face-trainer-3", wantNS: "ai-training", wantResource: ExclusiveResource, wantAnnotation: "face-training-rdma"},
+		{name: "shared from the macvlan Job", mode: ModeShared, wantName: "shared-trainer-3", wantNS: "ai-training", wantResource: SharedResource, wantAnnotation: "rdmashared-net"},
+		{name: "host from the seed hostNetwork pod", mode: ModeHost, wantName: "my-training-job-3", wantNS: "default", wantResource: SharedResource, hostNetwork: true},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			p, err := m.Pod(tc.mode, 3, "n1", "uid-1")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if p.Name != tc.wantName || p.Namespace != tc.wantNS || p.Spec.NodeName != "n1" || string(p.UID) != "uid-1" || p.Spec.HostNetwork != tc.hostNetwork {
+				t.Fatalf("pod %s/%s node %s uid %s hostNetwork %v", p.Namespace, p.Name, p.Spec.NodeName, p.UID, p.Spec.HostNetwork)
+			}
+			if q, ok := p.Spec.Containers[0].Resources.Limits[corev1ResourceName(tc.wantResource)]; !ok || q.Value() != 1 {
+				t.Fatalf("limits %v lack %s: 1", p.Spec.Containers[0].Resources.Limits, tc.wantResource)
+			}
+			if !strings.Contains(p.Annotations["k8s.v1.cni.cncf.io/networks"], tc.wantAnnotation) {
+				t.Fatalf("annotations %v", p.Annotations)
+			}
+			if _, err := podYAML(p); err != nil {
+				t.Fatal(err)
+			}
+		})
+	}
+	if _, err := m.Pod("tcp", 0, "n1", "u"); err == nil {
+		t.Fatal("unknown mode accepted")
+	}
+}
+
+func TestHostStateDiff(t *testing.T) {
+	base := func() HostState {
+		return HostState{Nodes: map[string]NodeState{"n": {
+			Links: []LinkState{{Name: "enp65s0f0v0", Kind: "veth", MAC: "02:00:00:41:00:02", MTU: 1500}},
+			Files: map[string]string{}, VFs: map[string]string{"pf/0": "default"}, RDMA: map[string]string{"mlx5_2": "home"},
+		}}}
+	}
+	tests := []struct {
+		name   string
+		mutate func(s *NodeState)
+		want   string
+	}{
+		{name: "equal", mutate: func(*NodeState) {}},
+		{name: "link gone", mutate: func(s *NodeState) { s.Links = nil }, want: "link enp65s0f0v0 is gone"},
+		{name: "link renamed", mutate: func(s *NodeState) { s.Links[0].Name = "net1" }, want: "new link net1"},
+		{name: "MAC changed", mutate: func(s *NodeState) { s.Links[0].MAC = "02:00:00:00:00:09" }, want: "link enp65s0f0v0 changed"},
+		{name: "address left", mutate: func(s *NodeState) { s.Links[0].Addrs = []string{"10.60.1.2/16"} }, want: "10.60.1.2/16"},
+		{name: "cache left", mutate: func(s *NodeState) { s.Files["cni-state/sriov/0000:41:00.2.json"] = "sha256:x" }, want: "state file cni-state/sriov/0000:41:00.2.json left behind"},
+		{name: "VF setting kept", mutate: func(s *NodeState) { s.VFs["pf/0"] = "vlan 200" }, want: "VF pf/0 changed"},
+		{name: "RDMA device away", mutate: func(s *NodeState) { s.RDMA["mlx5_2"] = "moved" }, want: "RDMA device mlx5_2 changed"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			after := base()
+			s := after.Nodes["n"]
+			tc.mutate(&s)
+			after.Nodes["n"] = s
+			diff := base().Diff(after)
+			if tc.want == "" {
+				if len(diff) != 0 {
+					t.Fatalf("diff %v, want none", diff)
+				}
+				return
+			}
+			if !strings.Contains(strings.Join(diff, "\n"), tc.want) {
+				t.Fatalf("diff %v lacks %q", diff, tc.want)
+			}
+		})
+	}
+}
+
+func TestNormaliseFile(t *testing.T) {
+	tests := []struct {
+		name, rel, content, want string
+	}{
+		{name: "lock file ignored", rel: "ipam/abc.lock", content: "", want: ""},
+		{name: "host-local cursor ignored", rel: "host-local/k8s-pod-network/last_reserved_ip.0", content: "10.244.1.3", want: ""},
+		{name: "empty claimed block counts as none", rel: "ipam/blocks.json", content: `{"blocks":[{"spec":{"allocations":{}}}]}`, want: ""},
+		{name: "allocation counted", rel: "ipam/blocks.json", content: `{"blocks":[{"spec":{"allocations":{"10.60.1.0":{}}}}]}`, want: "1 allocations"},
+		{name: "cache digested", rel: "rdmanet/cache/c1.json", content: "{}", want: "sha256:"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			got := normaliseFile(tc.rel, []byte(tc.content))
+			if (tc.want == "" && got != "") || !strings.HasPrefix(got, tc.want) {
+				t.Fatalf("normaliseFile(%s) = %q, want %q", tc.rel, got, tc.want)
+			}
+		})
+	}
+}
+
+func TestBusyErrorNamesTheFirstRun(t *testing.T) {
+	tests := []struct {
+		name string
+		st   RunState
+		want []string
+	}{
+		{name: "kept", st: RunState{PID: 4242, Kept: true, Pods: make([]keptPod, 3), Layout: layout{Prefix: "rdmademo"}},
+			want: []string{"kept up (--keep)", "pid 4242", "3 pods", "rdmademo-*", "kubectl rdma demo --cleanup"}},
+		{name: "running", st: RunState{PID: os.Getpid(), Layout: layout{Prefix: "rdmademo"}},
+			want: []string{"is running", "wait for it to finish"}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			tc.st.Started = time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+			err := error(&BusyError{WorkDir: "/run/rdmanet-demo", State: tc.st})
+			var be *BusyError
+			if !errors.As(err, &be) {
+				t.Fatal("not a BusyError")
+			}
+			for _, w := range append(tc.want, "/run/rdmanet-demo", "2026-01-02T03:04:05Z") {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("%q lacks %q", err, w)
+				}
+			}
+		})
+	}
+}
+
+func TestCheckBinariesNamesWhatIsMissing(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.WriteFile(dir+"/rdmanet", []byte("#!/bin/sh\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	err := CheckBinaries(dir)
+	if err == nil || strings.Contains(err.Error(), "rdmanet,") || !strings.Contains(err.Error(), "rdmanet-direct") || !strings.Contains(err.Error(), "make demo-bin") {
+		t.Fatalf("error %v", err)
+	}
+}
+
+func TestNCCLFitsTheMode(t *testing.T) {
+	tests := []struct {
+		name, mode, ifname, hca string
+		wantSocket, wantHCA     string
+	}{
+		{name: "exclusive: one RDMA device in the pod, no HCA pin", mode: ModeExclusive, ifname: "net1", hca: "mlx5_2", wantSocket: "=net1"},
+		{name: "shared: pin the HCA", mode: ModeShared, ifname: "net1", hca: "mlx5_1", wantSocket: "=net1", wantHCA: "=mlx5_1"},
+		{name: "host: host NIC and HCA", mode: ModeHost, ifname: "ens8f0np0", hca: "mlx5_1", wantSocket: "=ens8f0np0", wantHCA: "=mlx5_1"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			got := map[string]string{}
+			for _, e := range ncclFor(tc.mode, tc.ifname, tc.hca) {
+				got[e.Name] = e.Value
+				if e.Why == "" {
+					t.Errorf("%s has no reason", e.Name)
+				}
+			}
+			if got["NCCL_SOCKET_IFNAME"] != tc.wantSocket || got["NCCL_IB_HCA"] != tc.wantHCA {
+				t.Fatalf("env %v", got)
+			}
+		})
+	}
+}
+
+func corev1ResourceName(s string) corev1.ResourceName { return corev1.ResourceName(s) }
