@@ -1,7 +1,7 @@
 # kubectl-rdma (issue 4): lint / nccl / render (doctor, demo, ipam gc are added
 # by their owners as cmd/kubectl-rdma/<name>.go registering with register()).
 # The binary itself is built by the top-level `build` (./cmd/...).
-KUBECTL_RDMA_PKGS := ./cmd/kubectl-rdma/ ./internal/manifest/ ./internal/lint/ ./internal/nccl/ ./internal/render/
+KUBECTL_RDMA_PKGS := ./cmd/kubectl-rdma/ ./internal/manifest/ ./internal/lint/ ./internal/nccl/ ./internal/render/ ./internal/doctor/
 FUZZTIME ?= 30s
 
 .PHONY: test-kubectl-rdma fuzz-kubectl-rdma golden-kubectl-rdma roundtrip-kubectl-rdma
