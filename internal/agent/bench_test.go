@@ -105,7 +105,7 @@ func benchAgent(b *testing.B, cfg, sysRoot string, resync time.Duration) plugina
 	a, err := agent.New(agent.Options{
 		SysfsRoot: sysRoot, ConfigPaths: []string{cfg}, PluginDir: pluginDir,
 		DevInfoDir: filepath.Join(b.TempDir(), "devinfo"), NetnsModeFlag: "exclusive", Resync: resync,
-		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
+		Logger: benchLogger(),
 	})
 	if err != nil {
 		b.Fatal(err)
@@ -125,7 +125,10 @@ func benchAgent(b *testing.B, cfg, sysRoot string, resync time.Duration) plugina
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
+	// The socket file exists from bind(), a moment before listen(): wait
+	// for ready instead of failing on an early "connection refused".
 	conn, err := grpc.NewClient("unix://"+sock, grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithDefaultCallOptions(grpc.WaitForReady(true)),
 		grpc.WithContextDialer(func(ctx context.Context, addr string) (net.Conn, error) {
 			return (&net.Dialer{}).DialContext(ctx, "unix", sock)
 		}))
@@ -246,4 +249,16 @@ func BenchmarkHealthPropagation(b *testing.B) {
 			b.ReportMetric(float64(worst.Microseconds())/1000, "ms-max")
 		})
 	}
+}
+
+// benchLogger discards the agent's logs unless RDMANET_BENCH_LOG names a file.
+func benchLogger() *slog.Logger {
+	var w io.Writer = io.Discard
+	if p := os.Getenv("RDMANET_BENCH_LOG"); p != "" {
+		f, err := os.OpenFile(p, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+		if err == nil {
+			w = f
+		}
+	}
+	return slog.New(slog.NewTextHandler(w, nil))
 }
