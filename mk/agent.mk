@@ -4,10 +4,13 @@
 # The kubelet tier (real kubelet device manager) is the test/kubelet module,
 # run by hack/test.sh like every test/*/go.mod module.
 BENCH_AGENT_TIME ?= 2s
+# each health measurement is one link flip and takes about a rescan or two
+BENCH_AGENT_HEALTH_FLIPS ?= 6x
 
 .PHONY: bench-agent test-kubelet
 bench-agent:
-	$(GO) test -run '^$$' -bench . -benchmem -benchtime $(BENCH_AGENT_TIME) -count 1 ./internal/agent/
+	$(GO) test -run '^$$' -bench 'Discovery|Allocate' -benchmem -benchtime $(BENCH_AGENT_TIME) -count 1 ./internal/agent/
+	$(GO) test -run '^$$' -bench 'HealthPropagation' -benchtime $(BENCH_AGENT_HEALTH_FLIPS) -count 1 ./internal/agent/
 
 # The kubelet device manager tier alone (root: it uses a private mount namespace).
 test-kubelet:

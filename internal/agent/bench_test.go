@@ -125,6 +125,12 @@ func benchAgent(b *testing.B, cfg, sysRoot string, resync time.Duration) plugina
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
+	return dial(b, sock)
+}
+
+// dial connects a Device Plugin API client to a pool socket, as kubelet does.
+func dial(b *testing.B, sock string) pluginapi.DevicePluginClient {
+	b.Helper()
 	// The socket file exists from bind(), a moment before listen(): wait
 	// for ready instead of failing on an early "connection refused".
 	conn, err := grpc.NewClient("unix://"+sock, grpc.WithTransportCredentials(insecure.NewCredentials()),
@@ -141,10 +147,11 @@ func benchAgent(b *testing.B, cfg, sysRoot string, resync time.Duration) plugina
 
 // BenchmarkAllocate is the latency of one Allocate gRPC call to the pool
 // server (device specs, env, and a device-info file per VF written), as
-// kubelet makes it, for 1 and 8 VFs per container.
+// kubelet makes it, for 1 and 8 VFs per container: "server" is the pool
+// server alone (deviceplugin.NewServer over one discovery), "agent" the
+// server inside a running agent, which rescans the node every 500ms.
 func BenchmarkAllocate(b *testing.B) {
 	n, pfs, cfg := benchNode(b)
-	c := benchAgent(b, cfg, n.Root, 0)
 	var ids []string
 	for _, pf := range pfs {
 		for i := 0; i < benchVFsPerPF; i++ {
@@ -153,30 +160,59 @@ func BenchmarkAllocate(b *testing.B) {
 	}
 	sort.Strings(ids)
 	ctx := context.Background()
-	// Wait until the server holds the pool (first ListAndWatch answer).
-	stream, err := c.ListAndWatch(ctx, &pluginapi.Empty{})
-	if err != nil {
-		b.Fatal(err)
+	clients := []struct {
+		name   string
+		client func(b *testing.B) pluginapi.DevicePluginClient
+	}{
+		{name: "server", client: func(b *testing.B) pluginapi.DevicePluginClient {
+			specs, err := agent.LoadConfig([]string{cfg})
+			if err != nil {
+				b.Fatal(err)
+			}
+			snap, err := agent.Discover(agent.Options{SysfsRoot: n.Root, NetnsModeFlag: "exclusive"}, specs)
+			if err != nil {
+				b.Fatal(err)
+			}
+			dir := b.TempDir()
+			srv := deviceplugin.NewServer(snap.Pools[0], deviceplugin.ServerOptions{PluginDir: dir,
+				DevInfoDir: filepath.Join(b.TempDir(), "devinfo"), RDMACM: true, Logger: benchLogger()})
+			if err := srv.Start(); err != nil {
+				b.Fatal(err)
+			}
+			b.Cleanup(srv.Stop)
+			return dial(b, srv.Socket())
+		}},
+		{name: "agent", client: func(b *testing.B) pluginapi.DevicePluginClient { return benchAgent(b, cfg, n.Root, 0) }},
 	}
-	if r, err := stream.Recv(); err != nil || len(r.Devices) != len(ids) {
-		b.Fatalf("ListAndWatch: %v devices, %v", len(r.GetDevices()), err)
-	}
-	for _, size := range []int{1, 8} {
-		b.Run(fmt.Sprintf("VFs=%d", size), func(b *testing.B) {
-			i := 0
-			for b.Loop() {
-				req := make([]string, size)
-				for j := range req {
-					req[j] = ids[(i+j)%len(ids)]
-				}
-				i += size
-				resp, err := c.Allocate(ctx, &pluginapi.AllocateRequest{ContainerRequests: []*pluginapi.ContainerAllocateRequest{{DevicesIds: req}}})
-				if err != nil {
-					b.Fatal(err)
-				}
-				if got := len(resp.ContainerResponses[0].Devices); got < size {
-					b.Fatalf("Allocate gave %d device nodes for %d VFs", got, size)
-				}
+	for _, cl := range clients {
+		b.Run(cl.name, func(b *testing.B) {
+			c := cl.client(b)
+			// Wait until the server holds the pool (first ListAndWatch answer).
+			stream, err := c.ListAndWatch(ctx, &pluginapi.Empty{})
+			if err != nil {
+				b.Fatal(err)
+			}
+			if r, err := stream.Recv(); err != nil || len(r.Devices) != len(ids) {
+				b.Fatalf("ListAndWatch: %v devices, %v", len(r.GetDevices()), err)
+			}
+			for _, size := range []int{1, 8} {
+				b.Run(fmt.Sprintf("VFs=%d", size), func(b *testing.B) {
+					i := 0
+					for b.Loop() {
+						req := make([]string, size)
+						for j := range req {
+							req[j] = ids[(i+j)%len(ids)]
+						}
+						i += size
+						resp, err := c.Allocate(ctx, &pluginapi.AllocateRequest{ContainerRequests: []*pluginapi.ContainerAllocateRequest{{DevicesIds: req}}})
+						if err != nil {
+							b.Fatal(err)
+						}
+						if got := len(resp.ContainerResponses[0].Devices); got < size {
+							b.Fatalf("Allocate gave %d device nodes for %d VFs", got, size)
+						}
+					}
+				})
 			}
 		})
 	}
