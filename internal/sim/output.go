@@ -150,6 +150,11 @@ func WriteTable(w io.Writer, r *Report) error {
 		}
 		shown[p.Mode] = true
 		fmt.Fprintf(b, "\nnetwork-status of %s/%s (%s):\n  %s\n", p.Namespace, p.Name, p.Mode, p.NetworkStatus)
+		var routes []string
+		for _, i := range p.Interfaces {
+			routes = append(routes, i.Name+": "+strings.Join(i.Routes, ", "))
+		}
+		fmt.Fprintf(b, "routes in its netns: %s\n", strings.Join(routes, "; "))
 	}
 	fmt.Fprintln(b, "\nNCCL: why")
 	shown = map[string]bool{}

@@ -529,7 +529,10 @@ func Run(ctx context.Context, o Options) (rep *Report, err error) {
 			pr.printf("kept up: %d pods on %d simulated nodes; state in %s", len(runs), len(st.Nodes), statePath(workDir))
 			return rep, nil
 		}
-		cs.DetachWallMS = detachRound(ctx, l, st, runs, pr)
+		// detach even after an interrupt: nothing may stay behind
+		dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Minute)
+		cs.DetachWallMS = detachRound(dctx, l, st, runs, pr)
+		cancel()
 		after := HostState{Nodes: map[string]NodeState{}}
 		for _, d := range st.Nodes {
 			if after.Nodes[d.Name], err = nodes[d.Name].snapshot(); err != nil {
@@ -555,6 +558,9 @@ func Run(ctx context.Context, o Options) (rep *Report, err error) {
 	}
 	if len(leaks) > 0 {
 		rep.Cleanup = strings.Join(leaks, "; ")
+	}
+	if ctx.Err() != nil {
+		return rep, fmt.Errorf("interrupted (%w): the pods were detached and the host check ran; cleanup: %s", ctx.Err(), rep.Cleanup)
 	}
 	if len(failures) > 0 {
 		return rep, errors.New(strings.Join(failures, "; "))
