@@ -27,11 +27,16 @@ func TestClassify(t *testing.T) {
 		{name: "connection refused", err: &url.Error{Op: "Get", URL: "https://x", Err: &net.OpError{Op: "dial", Err: errors.New("connection refused")}}, want: ErrTransient},
 		{name: "forbidden is permanent", err: apierrors.NewForbidden(gr, "b", errors.New("rbac")), want: nil},
 		{name: "invalid is permanent", err: apierrors.NewBadRequest("schema"), want: nil},
-		{name: "canceled is not retried", err: context.Canceled, want: nil},
+		{name: "request timeout with the caller alive is retried", err: context.DeadlineExceeded, want: ErrTransient},
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if got := classify(ctx, "op", apierrors.NewServiceUnavailable("down")); errors.Is(got, ErrTransient) || !errors.Is(got, context.Canceled) {
+		t.Errorf("with the caller's ctx canceled: %v, want a final context.Canceled", got)
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			got := classify("op", tc.err)
+			got := classify(context.Background(), "op", tc.err)
 			if !errors.Is(got, tc.err) {
 				t.Errorf("%v does not wrap the original error", got)
 			}

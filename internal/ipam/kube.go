@@ -77,7 +77,7 @@ func (s *KubeStore) List(ctx context.Context, pool Pool, node string) ([]v1alpha
 		req = req.Param("labelSelector", sel.String())
 	}
 	if err := req.Do(ctx).Into(&list); err != nil {
-		return nil, classify("list blocks", err)
+		return nil, classify(ctx, "list blocks", err)
 	}
 	out := list.Items[:0]
 	for i := range list.Items {
@@ -92,7 +92,7 @@ func (s *KubeStore) List(ctx context.Context, pool Pool, node string) ([]v1alpha
 func (s *KubeStore) Get(ctx context.Context, name string) (*v1alpha1.IPAMBlock, error) {
 	var b v1alpha1.IPAMBlock
 	if err := s.client.Get().Resource(v1alpha1.IPAMBlockResource).Name(name).Do(ctx).Into(&b); err != nil {
-		return nil, classify("get block "+name, err)
+		return nil, classify(ctx, "get block "+name, err)
 	}
 	return &b, nil
 }
@@ -101,7 +101,7 @@ func (s *KubeStore) Get(ctx context.Context, name string) (*v1alpha1.IPAMBlock, 
 func (s *KubeStore) Create(ctx context.Context, b *v1alpha1.IPAMBlock) (*v1alpha1.IPAMBlock, error) {
 	var out v1alpha1.IPAMBlock
 	if err := s.client.Post().Resource(v1alpha1.IPAMBlockResource).Body(b).Do(ctx).Into(&out); err != nil {
-		return nil, classify("create block "+b.Name, err)
+		return nil, classify(ctx, "create block "+b.Name, err)
 	}
 	return &out, nil
 }
@@ -110,7 +110,7 @@ func (s *KubeStore) Create(ctx context.Context, b *v1alpha1.IPAMBlock) (*v1alpha
 func (s *KubeStore) Update(ctx context.Context, b *v1alpha1.IPAMBlock) (*v1alpha1.IPAMBlock, error) {
 	var out v1alpha1.IPAMBlock
 	if err := s.client.Put().Resource(v1alpha1.IPAMBlockResource).Name(b.Name).Body(b).Do(ctx).Into(&out); err != nil {
-		return nil, classify("update block "+b.Name, err)
+		return nil, classify(ctx, "update block "+b.Name, err)
 	}
 	return &out, nil
 }
@@ -126,21 +126,25 @@ func (s *KubeStore) Delete(ctx context.Context, b *v1alpha1.IPAMBlock) error {
 		return nil
 	}
 	if err != nil {
-		return classify("delete block "+b.Name, err)
+		return classify(ctx, "delete block "+b.Name, err)
 	}
 	return nil
 }
 
-// classify wraps err with the Store sentinel that tells the allocator what to do.
-func classify(op string, err error) error {
+// classify wraps err with the Store sentinel that tells the allocator what to
+// do. A timeout or cancellation is final only when the caller's ctx ended; a
+// per-request timeout (rest.Config.Timeout) with ctx alive is transient.
+func classify(ctx context.Context, op string, err error) error {
 	var kind error
 	switch {
+	case ctx.Err() != nil:
+		return fmt.Errorf("rdmanet-ipam: %s: %w (%w)", op, ctx.Err(), err)
 	case apierrors.IsAlreadyExists(err), apierrors.IsConflict(err):
 		kind = ErrConflict
 	case apierrors.IsNotFound(err):
 		kind = ErrNotFound
 	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
-		return fmt.Errorf("rdmanet-ipam: %s: %w", op, err)
+		kind = ErrTransient
 	case apierrors.IsTooManyRequests(err), apierrors.IsServerTimeout(err), apierrors.IsTimeout(err),
 		apierrors.IsServiceUnavailable(err), apierrors.IsInternalError(err), apierrors.IsUnexpectedServerError(err):
 		kind = ErrTransient
