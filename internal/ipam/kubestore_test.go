@@ -37,6 +37,12 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
+var uniqCounter atomic.Int64
+
+// uniq makes API object and network names unique per run, so the shared
+// server can run the tests repeatedly (-count=N).
+func uniq(prefix string) string { return fmt.Sprintf("%s-%d", prefix, uniqCounter.Add(1)) }
+
 func kubeStore(t testing.TB, cfg *rest.Config) *ipam.KubeStore {
 	t.Helper()
 	s, err := ipam.NewKubeStore(cfg)
@@ -150,17 +156,17 @@ func TestKubeFaults(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ns := "faults"
+	ns := uniq("faults")
 	if _, err := cs.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	nodeNames := []string{"fault-a", "fault-b", "fault-c"}
+	nodeNames := []string{uniq("fault-a"), uniq("fault-b"), uniq("fault-c")}
 	for _, n := range nodeNames {
 		if _, err := cs.CoreV1().Nodes().Create(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: n}}, metav1.CreateOptions{}); err != nil {
 			t.Fatal(err)
 		}
 	}
-	cfg, r := parseRange(t, `{"range":"10.62.0.0/24","network_name":"faults","node_slice_size":"/28"}`)
+	cfg, r := parseRange(t, `{"range":"10.62.0.0/24","network_name":"`+ns+`","node_slice_size":"/28"}`)
 	pool := ipam.Pool{Network: cfg.Network, Prefix: r.Prefix}
 	good := kubeStore(t, srv.Config())
 	lockDir := t.TempDir()
@@ -255,20 +261,21 @@ func TestKubeGCRecreatedPodAndDeadNode(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ns := "gc-sts"
+	ns := uniq("gc-sts")
+	live, dead := uniq("sts-live"), uniq("sts-dead")
 	if _, err := cs.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	for _, n := range []string{"sts-live", "sts-dead"} {
+	for _, n := range []string{live, dead} {
 		if _, err := cs.CoreV1().Nodes().Create(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: n}}, metav1.CreateOptions{}); err != nil {
 			t.Fatal(err)
 		}
 	}
-	cfg, r := parseRange(t, `{"range":"10.63.0.0/24","network_name":"gc-sts"}`)
+	cfg, r := parseRange(t, `{"range":"10.63.0.0/24","network_name":"`+ns+`"}`)
 	pool := ipam.Pool{Network: cfg.Network, Prefix: r.Prefix}
 	store := kubeStore(t, srv.Config())
 	nodes := map[string]*ipam.Allocator{}
-	for _, n := range []string{"sts-live", "sts-dead"} {
+	for _, n := range []string{live, dead} {
 		dir := filepath.Join(t.TempDir(), n)
 		nodes[n] = &ipam.Allocator{Store: store, Node: n, Lock: &ipam.FileLock{Dir: dir}, StateDir: dir}
 	}
@@ -287,21 +294,21 @@ func TestKubeGCRecreatedPodAndDeadNode(t *testing.T) {
 		}
 		return addr
 	}
-	old := mkPod("train-0", "sts-live")
+	old := mkPod("train-0", live)
 	alloc(old, "old-sandbox")
 	// The pod is deleted and recreated with the same name before GC runs;
 	// its old sandbox's DEL never happened.
 	if err := cs.CoreV1().Pods(ns).Delete(ctx, "train-0", metav1.DeleteOptions{GracePeriodSeconds: new(int64)}); err != nil {
 		t.Fatal(err)
 	}
-	recreated := mkPod("train-0", "sts-live")
+	recreated := mkPod("train-0", live)
 	newAddr := alloc(recreated, "new-sandbox")
-	onDead := mkPod("train-1", "sts-dead")
+	onDead := mkPod("train-1", dead)
 	alloc(onDead, "dead-sandbox")
 	if err := cs.CoreV1().Pods(ns).Delete(ctx, "train-1", metav1.DeleteOptions{GracePeriodSeconds: new(int64)}); err != nil {
 		t.Fatal(err)
 	}
-	if err := cs.CoreV1().Nodes().Delete(ctx, "sts-dead", metav1.DeleteOptions{}); err != nil {
+	if err := cs.CoreV1().Nodes().Delete(ctx, dead, metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	rep, err := gc.Run(ctx, gc.Options{Store: store, Cluster: &gc.KubeCluster{Client: cs}, Network: cfg.Network})
@@ -315,7 +322,7 @@ func TestKubeGCRecreatedPodAndDeadNode(t *testing.T) {
 	if len(rep.DeletedBlocks) != 1 {
 		t.Fatalf("deleted blocks %v, want the dead node's block", rep.DeletedBlocks)
 	}
-	if bs, _ := store.List(ctx, pool, "sts-dead"); len(bs) != 0 {
+	if bs, _ := store.List(ctx, pool, dead); len(bs) != 0 {
 		t.Fatalf("dead node still owns %d blocks", len(bs))
 	}
 }
