@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"strings"
 	"syscall"
 
 	"github.com/spf13/cobra"
@@ -84,6 +85,9 @@ Exit codes: 0 clean, 1 a pod failed or the host was not left as it was, 2 missin
 				o.BinDir = filepath.Dir(exe)
 			}
 			o.Progress = s.err
+			if strings.Contains(os.Args[0], "/") { // run by path (bin/kubectl-rdma), not through kubectl
+				o.CleanupCommand = os.Args[0] + " demo --cleanup"
+			}
 			rep, err := sim.Run(ctx, o)
 			if rep != nil {
 				var werr error

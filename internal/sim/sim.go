@@ -71,6 +71,9 @@ type Options struct {
 	// (default "rdmademo"); tests use their own so they can run beside a demo.
 	NetnsPrefix string
 	Progress    io.Writer // progress and timing (stderr); nil discards
+	// CleanupCommand is how the user runs --cleanup (printed with --keep);
+	// default "kubectl rdma demo --cleanup".
+	CleanupCommand string
 }
 
 // PrereqError means the machine cannot run the demo (no root, no network
@@ -313,6 +316,9 @@ func (o *Options) defaults() error {
 	if o.Progress == nil {
 		o.Progress = io.Discard
 	}
+	if o.CleanupCommand == "" {
+		o.CleanupCommand = "kubectl rdma demo --cleanup"
+	}
 	return nil
 }
 
@@ -524,7 +530,7 @@ func Run(ctx context.Context, o Options) (rep *Report, err error) {
 			}
 			rep.Summary.Kept = true
 			rep.Cleanup = "kept: nothing detached; `kubectl rdma demo --cleanup` detaches, verifies and removes it"
-			rep.Summary.Commands = keepCommands(l, st, runs)
+			rep.Summary.Commands = keepCommands(l, st, runs, o.CleanupCommand)
 			rep.Summary.Cycles = append(rep.Summary.Cycles, cs)
 			pr.printf("kept up: %d pods on %d simulated nodes; state in %s", len(runs), len(st.Nodes), statePath(workDir))
 			return rep, nil
@@ -965,7 +971,7 @@ func ifaceNames(ifs []Interface) []string {
 	return out
 }
 
-func keepCommands(l layout, st *RunState, runs []*podRun) []string {
+func keepCommands(l layout, st *RunState, runs []*podRun, cleanup string) []string {
 	var out []string
 	out = append(out, fmt.Sprintf("ip netns list | grep %s-", l.Prefix))
 	shown := map[string]bool{}
@@ -984,7 +990,7 @@ func keepCommands(l layout, st *RunState, runs []*podRun) []string {
 		out = append(out, fmt.Sprintf("ip netns exec %s ip -br link            # simulated node %s (RDMA netns mode %s)", l.hostNS(d.Name), d.Name, d.Mode))
 		out = append(out, fmt.Sprintf("cat %s   # recorded VF settings and RDMA moves", filepath.Join(l.nodeDir(d.Name), "netops.json.log")))
 	}
-	out = append(out, "kubectl rdma demo --cleanup"+workDirFlag(l.WorkDir))
+	out = append(out, cleanup+workDirFlag(l.WorkDir))
 	return out
 }
 
