@@ -42,8 +42,12 @@ type Options struct {
 	DevInfoDir    string
 	NetnsModeFlag string // operator's statement of the RDMA netns mode
 	Probe         HostProbe
-	Resync        time.Duration // rescan and socket check interval
-	Logger        *slog.Logger
+	Resync        time.Duration // health refresh and socket check interval
+	// FullRescan is how often the whole node is rediscovered (new PCI
+	// functions); VF count changes and RDMA devices appearing or vanishing
+	// are caught by the health refresh and trigger a rediscovery at once.
+	FullRescan time.Duration
+	Logger     *slog.Logger
 }
 
 func (o *Options) defaults() {
@@ -52,6 +56,9 @@ func (o *Options) defaults() {
 	}
 	if o.Resync <= 0 {
 		o.Resync = 500 * time.Millisecond
+	}
+	if o.FullRescan <= 0 {
+		o.FullRescan = 10 * time.Second
 	}
 	if o.Logger == nil {
 		o.Logger = slog.Default()
@@ -122,6 +129,7 @@ type Agent struct {
 	last        *Snapshot
 	configError error
 	reconciles  int
+	lastFull    time.Time
 }
 
 // New validates the configuration once (a bad file at start is fatal).
@@ -181,7 +189,7 @@ func (a *Agent) Run(ctx context.Context) error {
 		case err := <-watcher.Errors:
 			a.log.Warn("config watch error", "err", err)
 		case <-tick.C:
-			a.reconcile(ctx, false)
+			a.refresh(ctx)
 		}
 	}
 }
@@ -218,6 +226,7 @@ func (a *Agent) reconcile(ctx context.Context, reloadConfig bool) {
 			a.log.Info("pool configuration reloaded", "pools", len(specs))
 		}
 	}
+	a.lastFull = time.Now()
 	snap, err := Discover(a.o, a.specs)
 	if err != nil {
 		// An overlap or an unreadable bus: keep serving what we had.
@@ -226,6 +235,29 @@ func (a *Agent) reconcile(ctx context.Context, reloadConfig bool) {
 	}
 	a.logChanges(snap)
 	a.last = snap
+	a.serve(ctx, snap)
+}
+
+// refresh is the cheap periodic pass: re-read health inputs of the known
+// devices and push changes; rediscover when the node's structure changed
+// or the full-rescan interval has passed.
+func (a *Agent) refresh(ctx context.Context) {
+	a.mu.Lock()
+	if a.last == nil || time.Since(a.lastFull) >= a.o.FullRescan || a.last.Node.RefreshHealth(a.o.SysfsRoot) {
+		a.mu.Unlock()
+		a.reconcile(ctx, false)
+		return
+	}
+	defer a.mu.Unlock()
+	for _, c := range deviceplugin.Rehealth(a.last.Node, a.last.Pools) {
+		a.log.Info("device health changed", "resource", c.Resource, "device", c.Device, "health", c.Health, "reason", c.Reason)
+	}
+	a.serve(ctx, a.last)
+}
+
+// serve starts, updates, restarts and registers the pool servers for snap.
+// The caller holds a.mu.
+func (a *Agent) serve(ctx context.Context, snap *Snapshot) {
 	want := map[string]*deviceplugin.Pool{}
 	for _, p := range snap.Pools {
 		if p.Advertised {

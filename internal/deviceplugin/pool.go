@@ -23,20 +23,22 @@ const (
 
 // Device is one schedulable unit of a pool: a VF (exclusive) or a slot (shared).
 type Device struct {
-	ID        string   `json:"id"`
-	PCI       string   `json:"pci,omitempty"`
-	PF        string   `json:"pf,omitempty"`
-	PFNetdev  string   `json:"pf_netdev,omitempty"`
-	VFIndex   int      `json:"vf_index,omitempty"`
-	Netdev    string   `json:"netdev,omitempty"`
-	RDMA      string   `json:"rdma,omitempty"`
-	LinkLayer string   `json:"link_layer,omitempty"`
-	NUMA      int      `json:"numa"`
-	PCIRoot   string   `json:"pci_root,omitempty"`
-	Upstream  string   `json:"pci_parent,omitempty"`
-	CharDevs  []string `json:"char_devices,omitempty"`
-	Health    string   `json:"health"`
-	Reason    string   `json:"reason,omitempty"` // why Unhealthy
+	ID        string `json:"id"`
+	PCI       string `json:"pci,omitempty"`
+	PF        string `json:"pf,omitempty"`
+	PFNetdev  string `json:"pf_netdev,omitempty"`
+	VFIndex   int    `json:"vf_index,omitempty"`
+	Netdev    string `json:"netdev,omitempty"`
+	RDMA      string `json:"rdma,omitempty"`
+	LinkLayer string `json:"link_layer,omitempty"`
+	NUMA      int    `json:"numa"`
+	// NUMAs lists every NUMA node a shared slot spans (one per HCA's node).
+	NUMAs    []int    `json:"numa_nodes,omitempty"`
+	PCIRoot  string   `json:"pci_root,omitempty"`
+	Upstream string   `json:"pci_parent,omitempty"`
+	CharDevs []string `json:"char_devices,omitempty"`
+	Health   string   `json:"health"`
+	Reason   string   `json:"reason,omitempty"` // why Unhealthy
 }
 
 // HCA is a shared pool's physical device; every slot grants all HCAs.
@@ -385,15 +387,19 @@ func buildShared(node *inventory.Node, p *Pool) {
 	if len(p.HCAs) == 0 {
 		return
 	}
-	health, reason := Healthy, ""
+	health, reason := sharedHealth(p.HCAs)
+	numa := p.HCAs[0].NUMA
+	var numas []int
+	seen := map[int]bool{}
 	for _, h := range p.HCAs {
-		if h.Health != Healthy {
-			health, reason = Unhealthy, h.PCI+": "+h.Reason
+		if h.NUMA >= 0 && !seen[h.NUMA] {
+			seen[h.NUMA] = true
+			numas = append(numas, h.NUMA)
 		}
 	}
-	numa := p.HCAs[0].NUMA
+	sort.Ints(numas)
 	for i := 0; i < p.Spec.RdmaHcaMax; i++ {
-		p.Devices = append(p.Devices, Device{ID: fmt.Sprintf("%s-%03d", slotPrefix(p.Spec), i), NUMA: numa, Health: health, Reason: reason})
+		p.Devices = append(p.Devices, Device{ID: fmt.Sprintf("%s-%03d", slotPrefix(p.Spec), i), NUMA: numa, NUMAs: numas, Health: health, Reason: reason})
 	}
 }
 
@@ -436,4 +442,61 @@ func (p *Pool) Summary() string {
 		s += " [not advertised]"
 	}
 	return s
+}
+
+// HealthChange is one device whose health Rehealth changed.
+type HealthChange struct {
+	Resource, Device, Health, Reason string
+}
+
+// Rehealth recomputes every device's health from node (after
+// inventory.Node.RefreshHealth) and returns what changed.
+func Rehealth(node *inventory.Node, pools []*Pool) []HealthChange {
+	var changed []HealthChange
+	for _, p := range pools {
+		switch p.Spec.Kind {
+		case config.Exclusive:
+			for i := range p.Devices {
+				d := &p.Devices[i]
+				f := node.Function(d.PCI)
+				if f == nil {
+					continue
+				}
+				h, r := health(node, f, p.Spec.NeedsRDMA())
+				if h != d.Health || r != d.Reason {
+					d.Health, d.Reason = h, r
+					changed = append(changed, HealthChange{p.Resource, d.ID, h, r})
+				}
+			}
+		case config.Shared:
+			for i := range p.HCAs {
+				h := &p.HCAs[i]
+				if f := node.Function(h.PCI); f != nil {
+					h.Health, h.Reason = health(node, f, true)
+				}
+			}
+			hs, reason := sharedHealth(p.HCAs)
+			for i := range p.Devices {
+				d := &p.Devices[i]
+				if d.Health != hs || d.Reason != reason {
+					d.Health, d.Reason = hs, reason
+					if i == 0 { // one line for all slots
+						changed = append(changed, HealthChange{p.Resource, fmt.Sprintf("all %d slots", len(p.Devices)), hs, reason})
+					}
+				}
+			}
+		}
+	}
+	return changed
+}
+
+// sharedHealth: a slot grants every HCA of the pool, so it is healthy only
+// when all of them are.
+func sharedHealth(hcas []HCA) (string, string) {
+	for _, h := range hcas {
+		if h.Health != Healthy {
+			return Unhealthy, h.PCI + ": " + h.Reason
+		}
+	}
+	return Healthy, ""
 }

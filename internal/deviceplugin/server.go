@@ -42,7 +42,8 @@ type Server struct {
 
 	mu      sync.Mutex
 	pool    *Pool
-	changed chan struct{} // closed and replaced on every device change
+	devs    []*pluginapi.Device // what ListAndWatch sends, as of the last Update
+	changed chan struct{}       // closed and replaced on every device change
 	grpc    *grpc.Server
 	stopped bool
 }
@@ -65,6 +66,7 @@ func NewServer(pool *Pool, o ServerOptions) *Server {
 		opts:     o,
 		log:      log.With("resource", pool.Resource),
 		pool:     pool,
+		devs:     apiDevices(pool),
 		changed:  make(chan struct{}),
 	}
 }
@@ -142,14 +144,16 @@ func (s *Server) options() *pluginapi.DevicePluginOptions {
 
 // Update replaces the pool's devices; ListAndWatch streams see the new list
 // when anything kubelet can observe changed (IDs, health, topology).
+// The pool may be the same object, updated in place (health refresh).
 func (s *Server) Update(pool *Pool) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	old := s.pool
 	s.pool = pool
-	if reflect.DeepEqual(apiDevices(old), apiDevices(pool)) {
+	devs := apiDevices(pool)
+	if reflect.DeepEqual(s.devs, devs) {
 		return false
 	}
+	s.devs = devs
 	close(s.changed)
 	s.changed = make(chan struct{})
 	return true
@@ -169,7 +173,14 @@ func apiDevices(p *Pool) []*pluginapi.Device {
 	out := make([]*pluginapi.Device, 0, len(p.Devices))
 	for _, d := range p.Devices {
 		ad := &pluginapi.Device{ID: d.ID, Health: d.Health}
-		if d.NUMA >= 0 {
+		switch {
+		case len(d.NUMAs) > 0:
+			// a shared slot grants every HCA: it spans their NUMA nodes
+			ad.Topology = &pluginapi.TopologyInfo{}
+			for _, n := range d.NUMAs {
+				ad.Topology.Nodes = append(ad.Topology.Nodes, &pluginapi.NUMANode{ID: int64(n)})
+			}
+		case d.NUMA >= 0:
 			ad.Topology = &pluginapi.TopologyInfo{Nodes: []*pluginapi.NUMANode{{ID: int64(d.NUMA)}}}
 		}
 		out = append(out, ad)
@@ -186,7 +197,7 @@ func (s *Server) GetDevicePluginOptions(context.Context, *pluginapi.Empty) (*plu
 func (s *Server) ListAndWatch(_ *pluginapi.Empty, stream grpc.ServerStreamingServer[pluginapi.ListAndWatchResponse]) error {
 	for {
 		s.mu.Lock()
-		devs, ch, stopped := apiDevices(s.pool), s.changed, s.stopped
+		devs, ch, stopped := s.devs, s.changed, s.stopped
 		s.mu.Unlock()
 		if stopped {
 			return nil
