@@ -284,3 +284,19 @@ func TestEnvName(t *testing.T) {
 		t.Fatal(got)
 	}
 }
+
+func TestSharedSlotsSpanEveryHCANUMANode(t *testing.T) {
+	_, node := discover(t, "shared")
+	// one HCA on NUMA 1 (ens8f0np0, ibp193s0f0v0) and one on NUMA 0 (enp65s0f0v0)
+	pools, err := Build(node, parse(t, `{"configList":[{"resourceName":"s","rdmaHcaMax":2,"selectors":{"ifNames":["ens8f0np0","ibp193s0f0v0","enp65s0f0v0"]}}]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := pools[0]
+	if len(p.HCAs) != 3 {
+		t.Fatalf("HCAs = %+v", p.HCAs)
+	}
+	if got := p.Devices[0].NUMAs; len(got) != 2 || got[0] != 0 || got[1] != 1 {
+		t.Fatalf("slot NUMA nodes = %v, want [0 1]", got)
+	}
+}
