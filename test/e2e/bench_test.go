@@ -84,8 +84,17 @@ func BenchmarkMetaParallel64(b *testing.B) {
 				e.startDaemon(b)
 			}
 			pods := make([]ns.NetNS, 64)
+			podObjs := make([]*corev1.Pod, 64)
 			for i := range pods {
 				pods[i] = netnsutil.NewNS(b)
+				p := e.benchPod.DeepCopy()
+				p.ObjectMeta = metav1.ObjectMeta{Name: fmt.Sprintf("trainer-%d", i), Namespace: p.Namespace, Annotations: p.Annotations}
+				_ = e.core.CoreV1().Pods(p.Namespace).Delete(context.Background(), p.Name, metav1.DeleteOptions{GracePeriodSeconds: new(int64)})
+				created, err := e.core.CoreV1().Pods(p.Namespace).Create(context.Background(), p, metav1.CreateOptions{})
+				if err != nil {
+					b.Fatal(err)
+				}
+				podObjs[i] = created
 			}
 			b.ResetTimer()
 			for it := 0; it < b.N; it++ {
@@ -96,7 +105,7 @@ func BenchmarkMetaParallel64(b *testing.B) {
 					wg.Add(1)
 					go func(i int) {
 						defer wg.Done()
-						rt := e.rt(fmt.Sprintf("par-%d-%d", it, i), e.benchPod, "")
+						rt := e.rt(fmt.Sprintf("par-%d-%d", it, i), podObjs[i], "")
 						rt.NetNS = pods[i].Path()
 						errs <- e.host.Do(func(ns.NetNS) error {
 							_, err := e.cni.AddNetworkList(context.Background(), e.list(), rt)
@@ -116,7 +125,7 @@ func BenchmarkMetaParallel64(b *testing.B) {
 				fmt.Printf("meta-bench: mode=%s parallel=64 chain=default+macvlan wall_s=%.2f\n", mode, wall.Seconds())
 				b.StopTimer()
 				for i := range pods {
-					rt := e.rt(fmt.Sprintf("par-%d-%d", it, i), e.benchPod, "")
+					rt := e.rt(fmt.Sprintf("par-%d-%d", it, i), podObjs[i], "")
 					rt.NetNS = pods[i].Path()
 					if err := e.del(rt); err != nil {
 						b.Fatal(err)

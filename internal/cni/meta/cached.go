@@ -61,6 +61,11 @@ func (s *CachedSource) Pod(ctx context.Context, ns, name string) (*corev1.Pod, e
 	return s.live.Pod(ctx, ns, name)
 }
 
+// PodLive reads the pod from the API server, bypassing the cache.
+func (s *CachedSource) PodLive(ctx context.Context, ns, name string) (*corev1.Pod, error) {
+	return s.live.Pod(ctx, ns, name)
+}
+
 func (s *CachedSource) NAD(ctx context.Context, ns, name string) (*nadv1.NetworkAttachmentDefinition, error) {
 	n, err := s.nads.NetworkAttachmentDefinitions(ns).Get(name)
 	if err == nil {

@@ -43,6 +43,11 @@ type k8sArgs struct {
 	K8S_POD_UID                types.UnmarshallableString //nolint:revive,stylecheck
 }
 
+// liveReader is a Source with a cache that can also read the API server directly.
+type liveReader interface {
+	PodLive(ctx context.Context, namespace, name string) (*corev1.Pod, error)
+}
+
 // Plugin runs the meta CNI verbs.
 type Plugin struct {
 	Conf    *NetConf
@@ -164,6 +169,18 @@ func (p *Plugin) Add(ctx context.Context, a Args) (types.Result, error) {
 		cancel()
 		if err != nil {
 			return nil, fmt.Errorf("ADD %s: %w", rec.Pod, err)
+		}
+		if uid != "" && string(pod.UID) != uid {
+			// A cache may still hold the previous pod of that name: ask
+			// the API server before concluding the pod was recreated.
+			if ls, ok := p.Source.(liveReader); ok {
+				actx, cancel := context.WithTimeout(ctx, p.Conf.APITimeoutDur)
+				pod, err = ls.PodLive(actx, ns, name)
+				cancel()
+				if err != nil {
+					return nil, fmt.Errorf("ADD %s: %w", rec.Pod, err)
+				}
+			}
 		}
 		if uid != "" && string(pod.UID) != uid {
 			return nil, fmt.Errorf("ADD %s: the pod was deleted and recreated during ADD (CNI_ARGS uid %s, API uid %s); kubelet will retry with the new pod", rec.Pod, uid, pod.UID)
