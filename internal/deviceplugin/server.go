@@ -150,7 +150,10 @@ func (s *Server) Update(pool *Pool) bool {
 	defer s.mu.Unlock()
 	s.pool = pool
 	devs := apiDevices(pool)
-	if reflect.DeepEqual(s.devs, devs) {
+	// Compare plain values: the sent messages carry protobuf-internal state
+	// (size caches) that marshalling changes, so DeepEqual on them would
+	// report a change on every call.
+	if sameDevices(s.devs, devs) {
 		return false
 	}
 	s.devs = devs
@@ -164,6 +167,28 @@ func (s *Server) Pool() *Pool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.pool
+}
+
+func sameDevices(a, b []*pluginapi.Device) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i].ID != b[i].ID || a[i].Health != b[i].Health || !reflect.DeepEqual(numaIDs(a[i]), numaIDs(b[i])) {
+			return false
+		}
+	}
+	return true
+}
+
+func numaIDs(d *pluginapi.Device) []int64 {
+	var out []int64
+	if d.Topology != nil {
+		for _, n := range d.Topology.Nodes {
+			out = append(out, n.ID)
+		}
+	}
+	return out
 }
 
 func apiDevices(p *Pool) []*pluginapi.Device {

@@ -493,7 +493,13 @@ func writeFile(dir, name, val string) error {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return fmt.Errorf("sysfs fixture: %w", err)
 	}
-	if err := os.WriteFile(filepath.Join(dir, name), []byte(val+"\n"), 0o644); err != nil {
+	// temp file + rename: a reader never sees a half-written attribute,
+	// as with the kernel's sysfs
+	tmp := filepath.Join(dir, "."+name+".tmp")
+	if err := os.WriteFile(tmp, []byte(val+"\n"), 0o644); err != nil {
+		return fmt.Errorf("sysfs fixture: %w", err)
+	}
+	if err := os.Rename(tmp, filepath.Join(dir, name)); err != nil {
 		return fmt.Errorf("sysfs fixture: %w", err)
 	}
 	return nil
