@@ -76,8 +76,9 @@ func TestPreferredSharedSlots(t *testing.T) {
 	for i := 0; i < 5; i++ {
 		p.Devices = append(p.Devices, Device{ID: fmt.Sprintf("s-%03d", i), NUMA: 1, Health: Healthy})
 	}
-	got := p.Preferred([]string{"s-004", "s-001", "s-002"}, nil, 2)
-	if len(got) != 2 {
-		t.Fatalf("got %v", got)
+	avail := map[string]bool{"s-004": true, "s-001": true, "s-002": true}
+	got := p.Preferred([]string{"s-004", "s-001", "s-002"}, []string{"s-002"}, 2)
+	if len(got) != 2 || got[0] != "s-002" || got[1] == "s-002" || !avail[got[1]] {
+		t.Fatalf("got %v: want the must-include slot first, then one other available slot", got)
 	}
 }

@@ -9,6 +9,8 @@ import (
 	"text/tabwriter"
 
 	"github.com/rdmanet/rdmanet/internal/inventory"
+
+	"github.com/rdmanet/rdmanet/internal/textout"
 )
 
 // Report is the outcome of Run:
@@ -174,48 +176,23 @@ type TextOptions struct {
 	VFs bool
 }
 
-const (
-	ansiReset  = "\x1b[0m"
-	ansiBold   = "\x1b[1m"
-	ansiRed    = "\x1b[31m"
-	ansiYellow = "\x1b[33m"
-	ansiGreen  = "\x1b[32m"
-	ansiDim    = "\x1b[2m"
-)
-
 type printer struct {
-	w     io.Writer
-	color bool
-	err   error
-}
-
-func (p *printer) printf(format string, args ...any) {
-	if p.err != nil {
-		return
-	}
-	_, p.err = fmt.Fprintf(p.w, format, args...)
-}
-
-func (p *printer) c(code, s string) string {
-	if !p.color {
-		return s
-	}
-	return code + s + ansiReset
+	*textout.Printer
 }
 
 // WriteText writes the report for people: the ibdev2netdev and show_gids
 // listings, then the checks grouped by section (PASS/WARN/FAIL with the fix),
 // then a summary line.
 func (r *Report) WriteText(w io.Writer, opt TextOptions) error {
-	p := &printer{w: w, color: opt.Color}
+	p := &printer{Printer: &textout.Printer{W: w, Color: opt.Color}}
 	n := r.Node
 	mode := n.RDMANetnsMode
 	if n.NetnsModeSource != "" && n.NetnsModeSource != "none" {
 		mode += " (" + n.NetnsModeSource + ")"
 	}
-	p.printf("%s  sysfs %s  rdma netns mode %s  env %s\n\n", p.c(ansiBold, "kubectl rdma doctor"), orDash(n.SysfsRoot), mode, orDash(n.EnvSource))
+	p.Printf("%s  sysfs %s  rdma netns mode %s  env %s\n\n", p.C(textout.Bold, "kubectl rdma doctor"), orDash(n.SysfsRoot), mode, orDash(n.EnvSource))
 
-	p.printf("%s\n", p.c(ansiBold, "ibdev2netdev"))
+	p.Printf("%s\n", p.C(textout.Bold, "ibdev2netdev"))
 	vfs := 0
 	for _, l := range n.Ibdev2netdev {
 		if l.VF && !opt.VFs && hasPF(n.Ibdev2netdev) {
@@ -232,13 +209,13 @@ func (r *Report) WriteText(w io.Writer, opt TextOptions) error {
 		if l.RecommendedGIDIndex != nil {
 			extra += fmt.Sprintf(", RoCEv2 IPv4 GID index %d", *l.RecommendedGIDIndex)
 		}
-		p.printf("  %s port %d ==> %s  %s\n", l.Device, l.Port, nd, p.c(ansiDim, "["+extra+"]"))
+		p.Printf("  %s port %d ==> %s  %s\n", l.Device, l.Port, nd, p.C(textout.Dim, "["+extra+"]"))
 	}
 	if vfs > 0 {
-		p.printf("  %s\n", p.c(ansiDim, fmt.Sprintf("… and %d SR-IOV VF device(s) (--vfs lists them)", vfs)))
+		p.Printf("  %s\n", p.C(textout.Dim, fmt.Sprintf("… and %d SR-IOV VF device(s) (--vfs lists them)", vfs)))
 	}
 	if len(n.Ibdev2netdev) == 0 {
-		p.printf("  (no RDMA devices)\n")
+		p.Printf("  (no RDMA devices)\n")
 	}
 
 	var gids []GIDLine
@@ -254,7 +231,7 @@ func (r *Report) WriteText(w io.Writer, opt TextOptions) error {
 		}
 	}
 	if len(gids) > 0 {
-		p.printf("\n%s\n", p.c(ansiBold, "show_gids"))
+		p.Printf("\n%s\n", p.C(textout.Bold, "show_gids"))
 		var sb strings.Builder
 		tw := tabwriter.NewWriter(&sb, 0, 0, 2, ' ', 0)
 		fmt.Fprintf(tw, "  DEV\tPORT\tINDEX\tGID\tIPv4\tVER\tDEV\n")
@@ -263,7 +240,7 @@ func (r *Report) WriteText(w io.Writer, opt TextOptions) error {
 			fmt.Fprintf(tw, "  %s\t%d\t%d\t%s\t%s\t%s\t%s\n", g.Device, g.Port, g.Index, g.GID, g.IPv4, g.Type, g.Netdev)
 		}
 		_ = tw.Flush()
-		p.printf("%s", sb.String())
+		p.Printf("%s", sb.String())
 	}
 
 	bySec := map[string][]Check{}
@@ -279,20 +256,20 @@ func (r *Report) WriteText(w io.Writer, opt TextOptions) error {
 		if len(cs) == 0 {
 			continue
 		}
-		p.printf("\n%s\n", p.c(ansiBold, strings.ToUpper(sec)))
+		p.Printf("\n%s\n", p.C(textout.Bold, strings.ToUpper(sec)))
 		for _, c := range cs {
 			st := strings.ToUpper(string(c.Status))
 			switch c.Status {
 			case Pass:
-				st = p.c(ansiGreen, st)
+				st = p.C(textout.Green, st)
 			case Warn:
-				st = p.c(ansiYellow, st)
+				st = p.C(textout.Yellow, st)
 			case Fail:
-				st = p.c(ansiRed, st)
+				st = p.C(textout.Red, st)
 			}
-			p.printf("  %s  %-*s  %s\n", st, idw, c.ID, c.Message)
+			p.Printf("  %s  %-*s  %s\n", st, idw, c.ID, c.Message)
 			if c.Fix != "" {
-				p.printf("  %s  %-*s  %s %s\n", "    ", idw, "", p.c(ansiDim, "fix:"), c.Fix)
+				p.Printf("  %s  %-*s  %s %s\n", "    ", idw, "", p.C(textout.Dim, "fix:"), c.Fix)
 			}
 		}
 	}
@@ -300,14 +277,14 @@ func (r *Report) WriteText(w io.Writer, opt TextOptions) error {
 	res := strings.ToUpper(s.Result)
 	switch s.Result {
 	case string(Pass):
-		res = p.c(ansiGreen, res)
+		res = p.C(textout.Green, res)
 	case string(Warn):
-		res = p.c(ansiYellow, res)
+		res = p.C(textout.Yellow, res)
 	case string(Fail):
-		res = p.c(ansiRed, res)
+		res = p.C(textout.Red, res)
 	}
-	p.printf("\n%s: %d pass, %d warn, %d fail\n", res, s.Pass, s.Warn, s.Fail)
-	return p.err
+	p.Printf("\n%s: %d pass, %d warn, %d fail\n", res, s.Pass, s.Warn, s.Fail)
+	return p.Err
 }
 
 func hasPF(ls []IbdevLine) bool {

@@ -21,6 +21,7 @@ import (
 	"github.com/containernetworking/cni/pkg/version"
 
 	"github.com/rdmanet/rdmanet/internal/ipam"
+	"github.com/rdmanet/rdmanet/test/pluginbin"
 )
 
 func newTestPlugin(t *testing.T, env map[string]string, files map[string]string) (*ipam.Plugin, *bytes.Buffer) {
@@ -162,16 +163,7 @@ var (
 func pluginBinDir(t *testing.T) string {
 	t.Helper()
 	buildOnce.Do(func() {
-		binDir, buildErr = os.MkdirTemp("", "rdmanet-ipam-bin-")
-		if buildErr != nil {
-			return
-		}
-		cmd := exec.Command("go", "build", "-o", filepath.Join(binDir, "rdmanet-ipam"), "github.com/rdmanet/rdmanet/cmd/rdmanet-ipam")
-		if out, err := cmd.CombinedOutput(); err != nil {
-			buildErr = fmt.Errorf("go build: %v\n%s", err, out)
-			return
-		}
-		buildErr = os.Symlink("rdmanet-ipam", filepath.Join(binDir, "whereabouts"))
+		binDir, buildErr = pluginbin.TempDir("rdmanet-ipam-bin-", pluginbin.IPAM)
 	})
 	if buildErr != nil {
 		t.Fatal(buildErr)

@@ -6,6 +6,8 @@ import (
 	"io"
 	"sort"
 	"strings"
+
+	"github.com/rdmanet/rdmanet/internal/textout"
 )
 
 // WriteJSON writes the result in the machine format:
@@ -22,58 +24,48 @@ type TextOptions struct {
 	Color bool // ANSI colours (only on a terminal)
 }
 
-const (
-	ansiReset  = "\x1b[0m"
-	ansiBold   = "\x1b[1m"
-	ansiRed    = "\x1b[31m"
-	ansiYellow = "\x1b[33m"
-	ansiCyan   = "\x1b[36m"
-	ansiGreen  = "\x1b[32m"
-	ansiDim    = "\x1b[2m"
-)
-
 // WriteText writes the result for people: one block per workload (mode,
 // evidence, its findings), then the findings on network and pool objects,
 // then a summary line.
 func (r *Result) WriteText(w io.Writer, opt TextOptions) error {
-	p := &printer{w: w, color: opt.Color}
+	p := &printer{Printer: &textout.Printer{W: w, Color: opt.Color}}
 	byWorkload := map[int][]Finding{}
 	for _, f := range r.Findings {
 		byWorkload[f.workload] = append(byWorkload[f.workload], f)
 	}
 	for i, wl := range r.Workloads {
-		p.printf("%s  mode %s%s\n", p.c(ansiBold, refOf(wl)), p.c(modeColor(wl.Mode), wl.Mode), p.c(ansiDim, srcSuffix(wl.source)))
+		p.Printf("%s  mode %s%s\n", p.C(textout.Bold, refOf(wl)), p.C(modeColor(wl.Mode), wl.Mode), p.C(textout.Dim, srcSuffix(wl.source)))
 		for _, e := range wl.Evidence {
-			p.printf("  %s %s\n", p.c(ansiDim, "·"), e)
+			p.Printf("  %s %s\n", p.C(textout.Dim, "·"), e)
 		}
 		p.current = refOf(wl)
 		fs := byWorkload[i]
 		if len(fs) == 0 {
-			p.printf("  %s\n", p.c(ansiGreen, "✓ no findings"))
+			p.Printf("  %s\n", p.C(textout.Green, "✓ no findings"))
 		}
 		for _, f := range fs {
 			p.finding(f, "  ")
 		}
-		p.printf("\n")
+		p.Printf("\n")
 	}
 	others := byWorkload[-1]
 	if len(others) > 0 {
-		p.printf("%s\n", p.c(ansiBold, "Networks and device plugin pools"))
+		p.Printf("%s\n", p.C(textout.Bold, "Networks and device plugin pools"))
 		var last string
 		for _, f := range others {
 			if f.Object != last {
-				p.printf("  %s%s\n", f.Object, p.c(ansiDim, srcSuffix(f.source)))
+				p.Printf("  %s%s\n", f.Object, p.C(textout.Dim, srcSuffix(f.source)))
 				last = f.Object
 			}
 			p.finding(f, "    ")
 		}
-		p.printf("\n")
+		p.Printf("\n")
 	}
-	p.printf("%s, %s, %s, %s\n", plural(len(r.Workloads), "workload"),
-		p.c(ansiRed, plural(r.Count(Error), "error")),
-		p.c(ansiYellow, plural(r.Count(Warning), "warning")),
-		p.c(ansiCyan, fmt.Sprintf("%d info", r.Count(Info))))
-	return p.err
+	p.Printf("%s, %s, %s, %s\n", plural(len(r.Workloads), "workload"),
+		p.C(textout.Red, plural(r.Count(Error), "error")),
+		p.C(textout.Yellow, plural(r.Count(Warning), "warning")),
+		p.C(textout.Cyan, fmt.Sprintf("%d info", r.Count(Info))))
+	return p.Err
 }
 
 func srcSuffix(s string) string {
@@ -91,62 +83,46 @@ func refOf(w Workload) string {
 }
 
 type printer struct {
-	w       io.Writer
-	color   bool
-	err     error
+	*textout.Printer
 	current string // ref of the workload being printed
-}
-
-func (p *printer) printf(format string, args ...any) {
-	if p.err != nil {
-		return
-	}
-	_, p.err = fmt.Fprintf(p.w, format, args...)
-}
-
-func (p *printer) c(code, s string) string {
-	if !p.color {
-		return s
-	}
-	return code + s + ansiReset
 }
 
 func (p *printer) finding(f Finding, indent string) {
 	sev := fmt.Sprintf("%-7s", f.Severity)
 	switch f.Severity {
 	case Error:
-		sev = p.c(ansiRed, sev)
+		sev = p.C(textout.Red, sev)
 	case Warning:
-		sev = p.c(ansiYellow, sev)
+		sev = p.C(textout.Yellow, sev)
 	default:
-		sev = p.c(ansiCyan, sev)
+		sev = p.C(textout.Cyan, sev)
 	}
 	name := ""
 	if r, ok := ruleByID[f.Rule]; ok {
 		name = " " + r.Name
 	}
-	p.printf("%s%s %s%s\n", indent, sev, f.Rule, p.c(ansiDim, name))
+	p.Printf("%s%s %s%s\n", indent, sev, f.Rule, p.C(textout.Dim, name))
 	pad := indent + "        "
 	if f.workload >= 0 && !strings.HasPrefix(f.Object, p.current) {
-		p.printf("%sobject: %s%s\n", pad, f.Object, p.c(ansiDim, srcSuffix(f.source)))
+		p.Printf("%sobject: %s%s\n", pad, f.Object, p.C(textout.Dim, srcSuffix(f.source)))
 	}
 	if f.Field != "" {
-		p.printf("%sfield: %s\n", pad, f.Field)
+		p.Printf("%sfield: %s\n", pad, f.Field)
 	}
-	p.printf("%s%s\n", pad, f.Message)
+	p.Printf("%s%s\n", pad, f.Message)
 	if f.Fix != "" {
-		p.printf("%sfix:   %s\n", pad, f.Fix)
+		p.Printf("%sfix:   %s\n", pad, f.Fix)
 	}
 }
 
 func modeColor(m string) string {
 	switch m {
 	case ModeUnknown:
-		return ansiYellow
+		return textout.Yellow
 	case ModeTCP:
-		return ansiDim
+		return textout.Dim
 	}
-	return ansiGreen
+	return textout.Green
 }
 
 // RulesMarkdown renders the catalogue as docs/lint-rules.md.

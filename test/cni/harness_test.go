@@ -12,7 +12,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -23,6 +22,7 @@ import (
 
 	"github.com/rdmanet/rdmanet/internal/netops"
 	"github.com/rdmanet/rdmanet/test/netnsutil"
+	"github.com/rdmanet/rdmanet/test/pluginbin"
 	"github.com/rdmanet/rdmanet/test/sysfsfixture"
 )
 
@@ -54,25 +54,10 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
+// buildPlugins installs the plugins the tests exec, rdmanet-ipam also under
+// the Whereabouts name the seed NAD uses, as a node would.
 func buildPlugins(dir string) error {
-	pkgs := []string{
-		"./cmd/sriov", "./cmd/rdma", "./cmd/rdmanet-ipam",
-		"github.com/containernetworking/plugins/plugins/main/macvlan",
-		"github.com/containernetworking/plugins/plugins/ipam/host-local",
-	}
-	cmd := exec.Command("go", append([]string{"build", "-o", dir + "/"}, pkgs...)...)
-	cmd.Dir = "../.."
-	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
-	if err := cmd.Run(); err != nil {
-		return err
-	}
-	// The seed NAD names Whereabouts; rdmanet-ipam accepts its config verbatim
-	// and is installed under that name, as a node would.
-	b, err := os.ReadFile(filepath.Join(dir, "rdmanet-ipam"))
-	if err != nil {
-		return err
-	}
-	return os.WriteFile(filepath.Join(dir, "whereabouts"), b, 0o755)
+	return pluginbin.Build(dir, pluginbin.SRIOV, pluginbin.RDMA, pluginbin.IPAM, pluginbin.Macvlan, pluginbin.HostLocal)
 }
 
 // seedNAD is spec.config of the face-training-rdma NAD in the first seed

@@ -12,7 +12,6 @@ import (
 	"fmt"
 	"net"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -33,6 +32,7 @@ import (
 	"github.com/rdmanet/rdmanet/internal/netops"
 	"github.com/rdmanet/rdmanet/test/apiserver"
 	"github.com/rdmanet/rdmanet/test/netnsutil"
+	"github.com/rdmanet/rdmanet/test/pluginbin"
 	"github.com/rdmanet/rdmanet/test/sysfsfixture"
 )
 
@@ -57,22 +57,11 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
-// buildPlugins builds every binary the flow execs into dir, and installs
-// rdmanet-ipam under the Whereabouts name the seed NAD uses.
+// buildPlugins builds every binary the flow execs into dir (rdmanet-ipam
+// also as "whereabouts", the name the seed NAD uses).
 func buildPlugins(dir string) error {
-	cmd := exec.Command("go", "build", "-o", dir+"/",
-		"./cmd/rdmanet", "./cmd/rdmanet-direct", "./cmd/rdmanet-daemon", "./cmd/sriov", "./cmd/rdma", "./cmd/rdmanet-ipam",
-		"github.com/containernetworking/plugins/plugins/main/bridge", "github.com/containernetworking/plugins/plugins/main/macvlan",
-		"github.com/containernetworking/plugins/plugins/ipam/host-local")
-	cmd.Dir = "../.."
-	if out, err := cmd.CombinedOutput(); err != nil {
-		return fmt.Errorf("%v\n%s", err, out)
-	}
-	b, err := os.ReadFile(filepath.Join(dir, "rdmanet-ipam"))
-	if err != nil {
-		return err
-	}
-	return os.WriteFile(filepath.Join(dir, "whereabouts"), b, 0o755)
+	return pluginbin.Build(dir, pluginbin.Meta, pluginbin.MetaDirect, pluginbin.MetaDaemon, pluginbin.SRIOV, pluginbin.RDMA,
+		pluginbin.IPAM, pluginbin.Bridge, pluginbin.Macvlan, pluginbin.HostLocal)
 }
 
 // The seed's NAD, verbatim.

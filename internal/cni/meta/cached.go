@@ -77,6 +77,18 @@ func (s *CachedSource) NAD(ctx context.Context, ns, name string) (*nadv1.Network
 	return s.live.NAD(ctx, ns, name)
 }
 
+// NADCached answers from the synced cache only; a miss is ErrNotFound.
+func (s *CachedSource) NADCached(_ context.Context, ns, name string) (*nadv1.NetworkAttachmentDefinition, error) {
+	n, err := s.nads.NetworkAttachmentDefinitions(ns).Get(name)
+	if apierrors.IsNotFound(err) {
+		return nil, fmt.Errorf("NetworkAttachmentDefinition %s/%s (cache): %w", ns, name, ErrNotFound)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("NAD cache: %w", err)
+	}
+	return n.DeepCopy(), nil
+}
+
 func (s *CachedSource) SetNetworkStatus(ctx context.Context, ns, name string, uid k8stypes.UID, st []nadv1.NetworkStatus) error {
 	return s.live.SetNetworkStatus(ctx, ns, name, uid, st)
 }

@@ -127,6 +127,11 @@ func nadConfig(nad *nadv1.NetworkAttachmentDefinition, confDir string) ([]byte, 
 	return l.Bytes, nil
 }
 
+// cachedNADReader is a Source whose NAD cache can answer without the API server.
+type cachedNADReader interface {
+	NADCached(ctx context.Context, namespace, name string) (*nadv1.NetworkAttachmentDefinition, error)
+}
+
 // defaultNetwork resolves the cluster (default) network: a NAD in
 // multusNamespace, a config name in confDir, or a path to a config file.
 func (p *Plugin) defaultNetwork(ctx context.Context) (*libcni.NetworkConfigList, error) {
@@ -143,7 +148,14 @@ func (p *Plugin) defaultNetwork(ctx context.Context) (*libcni.NetworkConfigList,
 		return confList(b, filepath.Base(cn), c.CNIVersion)
 	}
 	if p.Source != nil && c.Source.Type == "kubernetes" {
-		nad, err := p.Source.NAD(ctx, c.MultusNamespace, cn)
+		// The cluster network's NAD is long-lived and admin-managed: a
+		// cache answers (a miss is "not a NAD") instead of a live read on
+		// every ADD.
+		lookup := p.Source.NAD
+		if cs, ok := p.Source.(cachedNADReader); ok {
+			lookup = cs.NADCached
+		}
+		nad, err := lookup(ctx, c.MultusNamespace, cn)
 		switch {
 		case err == nil:
 			raw, err := nadConfig(nad, c.ConfDir)

@@ -79,8 +79,11 @@ type Record struct {
 	PodUID      string      `json:"podUID"`
 	CNIArgs     string      `json:"cniArgs"`
 	Delegates   []*Delegate `json:"delegates"` // default first, attachments in order
-	Added       int         `json:"added"`     // how many delegates ADD started (for crash recovery)
-	Created     time.Time   `json:"created"`
+	// Added counts the delegates this ADD started, for its own rollback.
+	// It is not persisted: after a crash DEL undoes every delegate of the
+	// record, which CNI DEL semantics make safe for ones never added.
+	Added   int       `json:"-"`
+	Created time.Time `json:"created"`
 }
 
 func (p *Plugin) cachePath(containerID string) string {
@@ -216,9 +219,6 @@ func (p *Plugin) Add(ctx context.Context, a Args) (types.Result, error) {
 	}()
 	for _, d := range rec.Delegates {
 		rec.Added++
-		if err := p.saveRecord(rec); err != nil {
-			return nil, err
-		}
 		t0 := time.Now()
 		res, err := p.addDelegate(ctx, a, d)
 		if err != nil {
@@ -419,10 +419,7 @@ func (p *Plugin) Del(ctx context.Context, a Args) error {
 	var dels []*Delegate
 	switch {
 	case err == nil:
-		dels = rec.Delegates[:max(rec.Added, 0)]
-		if rec.Added == 0 {
-			dels = nil
-		}
+		dels = rec.Delegates
 		if a.Netns == "" {
 			a.Netns = rec.Netns
 		}

@@ -22,6 +22,7 @@ import (
 
 	"github.com/rdmanet/rdmanet/internal/devinfo"
 	"github.com/rdmanet/rdmanet/test/netnsutil"
+	"github.com/rdmanet/rdmanet/test/pluginbin"
 )
 
 var (
@@ -35,21 +36,8 @@ var (
 func plugins(t *testing.T) string {
 	t.Helper()
 	binOnce.Do(func() {
-		binDir, binErr = os.MkdirTemp("", "rdmanet-meta-bin-")
-		if binErr != nil {
-			return
-		}
-		cmd := exec.Command("go", "build", "-o", binDir+"/",
-			"github.com/rdmanet/rdmanet/cmd/rdmanet",
-			"github.com/rdmanet/rdmanet/cmd/rdmanet-direct",
-			"github.com/rdmanet/rdmanet/cmd/rdmanet-daemon",
-			"github.com/containernetworking/plugins/plugins/main/bridge",
-			"github.com/containernetworking/plugins/plugins/main/macvlan",
-			"github.com/containernetworking/plugins/plugins/ipam/host-local")
-		out, err := cmd.CombinedOutput()
-		if err != nil {
-			binErr = fmt.Errorf("build plugins: %v\n%s", err, out)
-		}
+		binDir, binErr = pluginbin.TempDir("rdmanet-meta-bin-", pluginbin.Meta, pluginbin.MetaDirect, pluginbin.MetaDaemon,
+			pluginbin.Bridge, pluginbin.Macvlan, pluginbin.HostLocal)
 	})
 	if binErr != nil {
 		t.Fatal(binErr)
