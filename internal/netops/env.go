@@ -3,6 +3,7 @@ package netops
 import (
 	"fmt"
 	"os"
+	"path/filepath"
 )
 
 // Environment variables that select the implementation in CNI plugin
@@ -10,7 +11,20 @@ import (
 const (
 	EnvImpl  = "RDMANET_NETOPS"
 	EnvState = "RDMANET_NETOPS_STATE"
+	// EnvSysfsRoot is the sysfs root the plugins read (default /sys).
+	EnvSysfsRoot = "RDMANET_SYSFS_ROOT"
+	// EnvCNIStateDir is the state root of the sriov and rdma plugins;
+	// each keeps its caches and locks in <dir>/<plugin>.
+	EnvCNIStateDir = "RDMANET_CNI_STATE_DIR"
 )
+
+// PluginStateDir is <RDMANET_CNI_STATE_DIR>/<plugin>, or def when unset.
+func PluginStateDir(getenv func(string) string, plugin, def string) string {
+	if d := getenv(EnvCNIStateDir); d != "" {
+		return filepath.Join(d, plugin)
+	}
+	return def
+}
 
 // Ops bundles the hardware-facing implementations a plugin needs.
 type Ops struct {

@@ -2,7 +2,6 @@ package rdma
 
 import (
 	"os"
-	"path/filepath"
 
 	"github.com/containernetworking/cni/pkg/skel"
 	"github.com/containernetworking/cni/pkg/types"
@@ -10,12 +9,6 @@ import (
 
 	"github.com/rdmanet/rdmanet/internal/netops"
 	"github.com/rdmanet/rdmanet/internal/sysfs"
-)
-
-// Environment knobs (shared with the sriov plugin).
-const (
-	EnvSysfsRoot = "RDMANET_SYSFS_ROOT"
-	EnvStateDir  = "RDMANET_CNI_STATE_DIR" // the plugin uses <dir>/rdma
 )
 
 // Versions are the CNI spec versions the plugin speaks.
@@ -33,11 +26,8 @@ func FromEnv(getenv func(string) string) (*Plugin, error) {
 	if err != nil {
 		return nil, err
 	}
-	dir := DefaultStateDir
-	if d := getenv(EnvStateDir); d != "" {
-		dir = filepath.Join(d, "rdma")
-	}
-	return &Plugin{Sysfs: sysfs.New(getenv(EnvSysfsRoot)), RDMA: ops.RDMA, StateDir: dir, Fault: netops.FailpointFromEnv(getenv, "rdma")}, nil
+	dir := netops.PluginStateDir(getenv, "rdma", DefaultStateDir)
+	return &Plugin{Sysfs: sysfs.New(getenv(netops.EnvSysfsRoot)), RDMA: ops.RDMA, StateDir: dir, Fault: netops.FailpointFromEnv(getenv, "rdma")}, nil
 }
 
 // Funcs adapts the plugin (or the error building it) to skel.

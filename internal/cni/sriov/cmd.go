@@ -3,7 +3,6 @@ package sriov
 import (
 	"fmt"
 	"os"
-	"path/filepath"
 
 	"github.com/containernetworking/cni/pkg/skel"
 	"github.com/containernetworking/cni/pkg/types"
@@ -11,12 +10,6 @@ import (
 
 	"github.com/rdmanet/rdmanet/internal/netops"
 	"github.com/rdmanet/rdmanet/internal/sysfs"
-)
-
-// Environment knobs of the plugin binaries (the CNI config stays upstream's).
-const (
-	EnvSysfsRoot = "RDMANET_SYSFS_ROOT"    // default /sys
-	EnvStateDir  = "RDMANET_CNI_STATE_DIR" // default /var/lib/cni; the plugin uses <dir>/sriov
 )
 
 // Versions are the CNI spec versions the plugin speaks.
@@ -36,12 +29,9 @@ func FromEnv(getenv func(string) string) (*Plugin, error) {
 	if err != nil {
 		return nil, err
 	}
-	stateDir := DefaultStateDir
-	if d := getenv(EnvStateDir); d != "" {
-		stateDir = filepath.Join(d, "sriov")
-	}
+	stateDir := netops.PluginStateDir(getenv, "sriov", DefaultStateDir)
 	return &Plugin{
-		Sysfs:    sysfs.New(getenv(EnvSysfsRoot)),
+		Sysfs:    sysfs.New(getenv(netops.EnvSysfsRoot)),
 		VF:       ops.VF,
 		IPAM:     ExecIPAM{},
 		StateDir: stateDir,
