@@ -26,6 +26,7 @@ func run() int {
 	node := fs.String("node-name", os.Getenv("NODE_NAME"), "this node's name: the pod cache holds only its pods (default $NODE_NAME)")
 	logLevel := fs.String("log-level", "info", "debug, info, warn or error")
 	syncTimeout := fs.Duration("sync-timeout", 60*time.Second, "how long to wait for the first informer sync")
+	statusWrite := fs.String("status-write", "async", "when the network-status annotation is written: \"async\" (after ADD has answered the runtime; transient API errors retried for up to 2m, cancelled by the container's DEL) or \"sync\" (before ADD answers; a failed write fails the ADD)")
 	fs.Usage = func() {
 		fmt.Fprintf(fs.Output(), "rdmanet-daemon keeps the meta CNI's state warm and serves the rdmanet shim.\n\nFlags:\n")
 		fs.PrintDefaults()
@@ -34,6 +35,10 @@ func run() int {
 		if errors.Is(err, flag.ErrHelp) {
 			return 0
 		}
+		return 2
+	}
+	if *statusWrite != "async" && *statusWrite != "sync" {
+		fmt.Fprintf(os.Stderr, "rdmanet-daemon: --status-write=%q: must be async or sync\n", *statusWrite)
 		return 2
 	}
 	var level slog.Level
@@ -87,7 +92,10 @@ func run() int {
 	}
 	defer prc.Close()
 	d.Devices = prc
-	log.Info("rdmanet-daemon serving", "socket", *socket, "node", *node, "source", conf.Source.Type)
+	if *statusWrite == "async" {
+		d.AsyncStatus = &meta.StatusWriter{Source: d.Source, Log: log, Timeout: conf.APITimeoutDur}
+	}
+	log.Info("rdmanet-daemon serving", "socket", *socket, "node", *node, "source", conf.Source.Type, "status_write", *statusWrite)
 	if err := d.Serve(ctx); err != nil {
 		log.Error("daemon stopped", "err", err)
 		return 1

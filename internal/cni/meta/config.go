@@ -74,6 +74,11 @@ type NetConf struct {
 	// DelTimeout bounds DEL: after it, DEL succeeds with a logged leak report.
 	DelTimeout string `json:"delTimeout"`
 	APITimeout string `json:"apiTimeout"`
+	// ConcurrentNetworks runs the default network and every attachment at
+	// once instead of one after the other (Multus' order). Each delegate
+	// makes its own interface, so the pod ends up the same; a pod with
+	// several RDMA attachments starts in the time of its slowest one.
+	ConcurrentNetworks bool `json:"concurrentNetworks"`
 
 	// Parsed forms.
 	GlobalNamespaces []string      `json:"-"`

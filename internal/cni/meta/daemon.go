@@ -7,8 +7,8 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
-	"net/http"
 	"os"
+	"sync"
 	"time"
 
 	"github.com/containernetworking/cni/pkg/types"
@@ -23,9 +23,21 @@ type Daemon struct {
 	Source  Source
 	Devices DeviceLister
 	Log     *slog.Logger
+	// Status, when set, writes network-status after ADD has answered.
+	AsyncStatus *StatusWriter
 }
 
-// Serve listens on the socket until ctx ends.
+// Limits of the daemon's socket server.
+var (
+	// RequestReadTimeout bounds reading one request: the shim writes it at once.
+	RequestReadTimeout = 5 * time.Second
+	// DrainTimeout bounds how long a stopping daemon waits for calls in flight.
+	DrainTimeout = 30 * time.Second
+)
+
+// Serve listens on the socket until ctx ends, then waits (bounded by
+// DrainTimeout) for the calls in flight and for pending network-status
+// writes.
 func (d *Daemon) Serve(ctx context.Context) error {
 	if err := os.Remove(d.Socket); err != nil && !errors.Is(err, os.ErrNotExist) {
 		return fmt.Errorf("remove stale socket %s: %w", d.Socket, err)
@@ -38,44 +50,74 @@ func (d *Daemon) Serve(ctx context.Context) error {
 		lis.Close()
 		return fmt.Errorf("chmod %s: %w", d.Socket, err)
 	}
-	mux := http.NewServeMux()
-	mux.HandleFunc(wire.Path, d.handle)
-	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusOK) })
-	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
 	go func() {
 		<-ctx.Done()
-		sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		_ = srv.Shutdown(sctx)
+		lis.Close()
 	}()
-	err = srv.Serve(lis)
-	_ = os.Remove(d.Socket)
-	if errors.Is(err, http.ErrServerClosed) {
-		return nil
+	var inflight sync.WaitGroup
+	var serveErr error
+	for {
+		c, err := lis.Accept()
+		if err != nil {
+			if ctx.Err() == nil {
+				serveErr = fmt.Errorf("accept on %s: %w", d.Socket, err)
+			}
+			break
+		}
+		inflight.Add(1)
+		go func() {
+			defer inflight.Done()
+			d.serveConn(c)
+		}()
 	}
-	return err
+	_ = os.Remove(d.Socket)
+	drained := make(chan struct{})
+	go func() { inflight.Wait(); close(drained) }()
+	select {
+	case <-drained:
+	case <-time.After(DrainTimeout):
+		d.Log.Warn("stopping with CNI calls still running", "waited", DrainTimeout)
+	}
+	if d.AsyncStatus != nil {
+		sctx, cancel := context.WithTimeout(context.Background(), DrainTimeout)
+		d.AsyncStatus.Close(sctx)
+		cancel()
+	}
+	return serveErr
 }
 
-func (d *Daemon) handle(w http.ResponseWriter, r *http.Request) {
-	var req wire.Request
+// serveConn answers one call: read the request (the shim closes its write
+// side after it), run it, write the response.
+func (d *Daemon) serveConn(c net.Conn) {
+	defer c.Close()
 	var resp wire.Response
-	if err := json.NewDecoder(r.Body).Decode(&req); err != nil {
+	_ = c.SetReadDeadline(time.Now().Add(RequestReadTimeout))
+	var req wire.Request
+	switch err := wire.Read(c, &req); {
+	case err != nil:
 		resp.Error = types.NewError(types.ErrDecodingFailure, "rdmanet daemon: bad request: "+err.Error(), "")
-		writeJSON(w, resp)
+	case req.Version != wire.Version:
+		resp.Error = types.NewError(types.ErrIncompatibleCNIVersion, fmt.Sprintf("rdmanet daemon speaks protocol v%d, the shim sent v%d; fix: install the rdmanet shim and daemon of one release", wire.Version, req.Version), "")
+	default:
+		// The call runs to completion even if the shim goes away: a
+		// half-done ADD must still roll back, a DEL must finish.
+		_ = c.SetReadDeadline(time.Time{})
+		res, err := d.Call(context.Background(), req)
+		if err != nil {
+			resp.Error = asCNIError(err).(*types.Error)
+		} else {
+			resp.Result = res
+		}
+	}
+	b, err := json.Marshal(resp)
+	if err != nil {
+		d.Log.Error("encode response", "container", req.ContainerID, "err", err)
 		return
 	}
-	res, err := d.Call(r.Context(), req)
-	if err != nil {
-		resp.Error = asCNIError(err).(*types.Error)
-	} else {
-		resp.Result = res
+	_ = c.SetWriteDeadline(time.Now().Add(RequestReadTimeout))
+	if _, err := c.Write(b); err != nil {
+		d.Log.Warn("the shim left before the answer", "command", req.Command, "container", req.ContainerID, "err", err)
 	}
-	writeJSON(w, resp)
-}
-
-func writeJSON(w http.ResponseWriter, v any) {
-	w.Header().Set("Content-Type", "application/json")
-	_ = json.NewEncoder(w).Encode(v)
 }
 
 // Call runs one CNI verb with the daemon's warm state.
@@ -84,11 +126,8 @@ func (d *Daemon) Call(ctx context.Context, req wire.Request) (json.RawMessage, e
 	if err != nil {
 		return nil, types.NewError(types.ErrInvalidNetworkConfig, err.Error(), "")
 	}
-	p := &Plugin{Conf: conf, Source: d.Source, Devices: d.Devices, CNI: NewCNI(conf, req.Path), Log: d.Log.With("container", req.ContainerID)}
+	p := &Plugin{Conf: conf, Source: d.Source, Devices: d.Devices, CNI: NewCNI(conf, req.Path), Log: d.Log.With("container", req.ContainerID), AsyncStatus: d.AsyncStatus}
 	a := Args{ContainerID: req.ContainerID, Netns: req.Netns, IfName: req.IfName, Args: req.Args, Path: req.Path}
-	// A runtime that gave up must not cancel a half-done ADD: rollback and
-	// DEL run to completion within their own bounds.
-	ctx = context.WithoutCancel(ctx)
 	switch req.Command {
 	case "ADD":
 		res, err := p.Add(ctx, a)

@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/containernetworking/cni/libcni"
@@ -55,6 +56,9 @@ type Plugin struct {
 	Devices DeviceLister
 	CNI     *libcni.CNIConfig
 	Log     *slog.Logger
+	// Status, when set, writes network-status after ADD returns (the
+	// daemon); nil writes it before ADD returns (per call).
+	AsyncStatus *StatusWriter
 	// Now is for tests; defaults to time.Now.
 	Now func() time.Time
 }
@@ -202,7 +206,6 @@ func (p *Plugin) Add(ctx context.Context, a Args) (types.Result, error) {
 		return nil, err
 	}
 	success := false
-	var results []types.Result
 	defer func() {
 		if success {
 			return
@@ -217,19 +220,9 @@ func (p *Plugin) Add(ctx context.Context, a Args) (types.Result, error) {
 		}
 		_ = os.Remove(p.cachePath(a.ContainerID))
 	}()
-	for _, d := range rec.Delegates {
-		rec.Added++
-		t0 := time.Now()
-		res, err := p.addDelegate(ctx, a, d)
-		if err != nil {
-			what := "default network " + d.Network
-			if !d.IsDefault {
-				what = "network " + d.Network + " (" + d.IfName + ")"
-			}
-			return nil, fmt.Errorf("ADD %s: %s: %w", podOrContainer(rec), what, err)
-		}
-		p.Log.Debug("delegate added", "container", a.ContainerID, "network", d.Network, "ifname", d.IfName, "ms", time.Since(t0).Milliseconds())
-		results = append(results, res)
+	results, err := p.addDelegates(ctx, a, rec)
+	if err != nil {
+		return nil, err
 	}
 	if err := p.applyDefaultRoute(a, rec); err != nil {
 		return nil, err
@@ -239,11 +232,15 @@ func (p *Plugin) Add(ctx context.Context, a Args) (types.Result, error) {
 		if err != nil {
 			return nil, err
 		}
-		actx, cancel := context.WithTimeout(ctx, p.Conf.APITimeoutDur)
-		err = p.Source.SetNetworkStatus(actx, ns, name, podUID, statuses)
-		cancel()
-		if err != nil {
-			return nil, fmt.Errorf("ADD %s: %w", rec.Pod, err)
+		if p.AsyncStatus != nil {
+			p.AsyncStatus.Submit(a.ContainerID, ns, name, podUID, statuses)
+		} else {
+			actx, cancel := context.WithTimeout(ctx, p.Conf.APITimeoutDur)
+			err = p.Source.SetNetworkStatus(actx, ns, name, podUID, statuses)
+			cancel()
+			if err != nil {
+				return nil, fmt.Errorf("ADD %s: %w", rec.Pod, err)
+			}
 		}
 	}
 	res, err := results[0].GetAsVersion(p.Conf.CNIVersion)
@@ -276,6 +273,88 @@ func (p *Plugin) addDelegate(ctx context.Context, a Args, d *Delegate) (types.Re
 	}
 	return p.CNI.AddNetworkList(ctx, l, p.runtimeConf(a, d))
 }
+
+// maxConcurrentDelegates bounds the plugin processes one ADD runs at once
+// with concurrentNetworks.
+const maxConcurrentDelegates = 8
+
+// addDelegates runs every delegate of the record and returns their results
+// in record order. By default they run one after the other, default network
+// first (Multus' order); with concurrentNetworks they run at once, since
+// each creates its own interface in the pod. rec.Added counts the delegates
+// started, for the caller's rollback.
+func (p *Plugin) addDelegates(ctx context.Context, a Args, rec *Record) ([]types.Result, error) {
+	start := time.Now()
+	results := make([]types.Result, len(rec.Delegates))
+	if !p.Conf.ConcurrentNetworks || len(rec.Delegates) < 2 {
+		for i, d := range rec.Delegates {
+			rec.Added++
+			res, err := p.addOne(ctx, a, rec, d)
+			if err != nil {
+				return nil, err
+			}
+			results[i] = res
+		}
+		p.Log.Debug("delegates added", "container", a.ContainerID, "concurrent", false, "ms", time.Since(start).Milliseconds())
+		return results, nil
+	}
+	rec.Added = len(rec.Delegates)
+	errs := make([]error, len(rec.Delegates))
+	sem := make(chan struct{}, maxConcurrentDelegates)
+	var wg sync.WaitGroup
+	for i, d := range rec.Delegates {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			sem <- struct{}{}
+			defer func() { <-sem }()
+			results[i], errs[i] = p.addOne(ctx, a, rec, d)
+		}()
+	}
+	wg.Wait()
+	var failed multiError
+	for _, err := range errs {
+		if err != nil {
+			failed = append(failed, err)
+		}
+	}
+	switch len(failed) {
+	case 0:
+	case 1:
+		return nil, failed[0]
+	default:
+		return nil, failed
+	}
+	p.Log.Debug("delegates added", "container", a.ContainerID, "concurrent", true, "ms", time.Since(start).Milliseconds())
+	return results, nil
+}
+
+func (p *Plugin) addOne(ctx context.Context, a Args, rec *Record, d *Delegate) (types.Result, error) {
+	t0 := time.Now()
+	res, err := p.addDelegate(ctx, a, d)
+	if err != nil {
+		what := "default network " + d.Network
+		if !d.IsDefault {
+			what = "network " + d.Network + " (" + d.IfName + ")"
+		}
+		return nil, fmt.Errorf("ADD %s: %s: %w", podOrContainer(rec), what, err)
+	}
+	p.Log.Debug("delegate added", "container", a.ContainerID, "network", d.Network, "ifname", d.IfName, "ms", time.Since(t0).Milliseconds())
+	return res, nil
+}
+
+// multiError is several delegates failing in one concurrent ADD, in record order.
+type multiError []error
+
+func (m multiError) Error() string {
+	s := make([]string, len(m))
+	for i, err := range m {
+		s[i] = err.Error()
+	}
+	return strings.Join(s, "; ")
+}
+
+func (m multiError) Unwrap() []error { return m }
 
 func (p *Plugin) delDelegate(ctx context.Context, a Args, d *Delegate) error {
 	l, err := libcni.ConfListFromBytes(d.Conf)
@@ -415,6 +494,9 @@ func (p *Plugin) statuses(rec *Record, results []types.Result) ([]nadv1.NetworkS
 func (p *Plugin) Del(ctx context.Context, a Args) error {
 	ctx, cancel := context.WithTimeout(ctx, p.Conf.DelTimeoutDur)
 	defer cancel()
+	if p.AsyncStatus != nil {
+		p.AsyncStatus.Cancel(a.ContainerID)
+	}
 	rec, err := p.loadRecord(a.ContainerID)
 	var dels []*Delegate
 	switch {

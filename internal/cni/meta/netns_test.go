@@ -254,6 +254,18 @@ func (r *rig) status(podNS, name string) []nadv1.NetworkStatus {
 	return st
 }
 
+// eventualStatus waits (bounded) for network-status written after ADD returned.
+func (r *rig) eventualStatus(podNS, name string) []nadv1.NetworkStatus {
+	r.t.Helper()
+	path := filepath.Join(r.dir, "cni", "status", podNS+"_"+name+".json")
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+		if _, err := os.Stat(path); err == nil {
+			break
+		}
+	}
+	return r.status(podNS, name)
+}
+
 // ipamFiles lists host-local's reservations (one file per address).
 func (r *rig) ipamFiles() []string {
 	var out []string
@@ -276,9 +288,21 @@ func contains(list []string, v string) bool {
 }
 
 func TestAttachDefaultAndAttachmentsAllVersions(t *testing.T) {
-	for _, version := range []string{"0.3.1", "0.4.0", "1.0.0", "1.1.0"} {
-		t.Run(version, func(t *testing.T) {
+	tests := []struct {
+		name, version string
+		concurrent    bool
+	}{
+		{name: "0.3.1", version: "0.3.1"},
+		{name: "0.4.0", version: "0.4.0"},
+		{name: "1.0.0", version: "1.0.0"},
+		{name: "1.1.0", version: "1.1.0"},
+		{name: "1.0.0 concurrentNetworks", version: "1.0.0", concurrent: true},
+	}
+	for _, tc := range tests {
+		version := tc.version
+		t.Run(tc.name, func(t *testing.T) {
 			r := newRig(t)
+			r.conf["concurrentNetworks"] = tc.concurrent
 			r.nad("ai-training", "face-training-rdma", "example.com/sriov_rdma", macvlanConf("face-training-rdma", "roce0", "10.60.1.0/24", r))
 			r.nad("kube-system", "shared-net", "", macvlanConf("shared-net", "roce0", "10.70.0.0/24", r))
 			r.podManifest("ai-training", "trainer-0", `[{"name": "face-training-rdma", "interface": "net1"}, {"name":"shared-net","namespace":"kube-system"}]`,
@@ -353,6 +377,14 @@ func TestAddFailuresRollBack(t *testing.T) {
 		setup     func(r *rig)
 		want      []string
 	}{
+		{
+			name: "attachment fails while the others run concurrently", networks: `face-training-rdma,broken`, resources: `example.com/sriov_rdma: "1"`, devices: []string{"0000:41:00.3"},
+			setup: func(r *rig) {
+				r.conf["concurrentNetworks"] = true
+				r.nad("ai-training", "broken", "", macvlanConf("broken", "no-such-master", "10.80.0.0/24", r))
+			},
+			want: []string{"network ai-training/broken (net2)"},
+		},
 		{
 			name: "NAD missing", networks: `[{"name":"nope"}]`,
 			want: []string{"ai-training/trainer-0", "NetworkAttachmentDefinition ai-training/nope does not exist"},
@@ -524,7 +556,8 @@ func TestDaemonMode(t *testing.T) {
 	if _, err := r.add("1.0.0", "c1", "ai-training", "trainer-0"); err != nil {
 		t.Fatal(err)
 	}
-	if st := r.status("ai-training", "trainer-0"); len(st) != 2 || st[1].DeviceInfo.Pci.PciAddress != "0000:41:00.4" {
+	// the daemon writes network-status after answering ADD
+	if st := r.eventualStatus("ai-training", "trainer-0"); len(st) != 2 || st[1].DeviceInfo.Pci.PciAddress != "0000:41:00.4" {
 		t.Fatalf("network-status = %+v", st)
 	}
 	if err := r.del("1.0.0", "c1", "ai-training", "trainer-0"); err != nil {
@@ -575,5 +608,96 @@ func TestDefaultRouteRequest(t *testing.T) {
 	}
 	if err := r.del("1.0.0", "c1", "ai-training", "trainer-0"); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// rendezvousPlugin writes a CNI plugin (a shell script, as CNI allows) whose
+// ADD of interface X marks X in dir and then waits up to 3 s for every
+// interface in peers: it succeeds only if its peers run at the same time.
+func (r *rig) rendezvousPlugin(peers ...string) string {
+	r.t.Helper()
+	dir := filepath.Join(r.dir, "rendezvous")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		r.t.Fatal(err)
+	}
+	name := "rendezvous-" + filepath.Base(r.dir)
+	script := fmt.Sprintf(`#!/bin/sh
+dir=%q
+case "$CNI_COMMAND" in
+ADD)
+  touch "$dir/$CNI_IFNAME"
+  i=0
+  while [ $i -lt 60 ]; do
+    all=1
+    for p in %s; do [ -e "$dir/$p" ] || all=0; done
+    [ $all = 1 ] && break
+    sleep 0.05; i=$((i+1))
+  done
+  if [ $all != 1 ]; then
+    echo '{"cniVersion":"1.0.0","code":11,"msg":"'$CNI_IFNAME' waited 3s for its peers: the delegates did not run concurrently"}'
+    exit 1
+  fi
+  echo '{"cniVersion":"1.0.0","interfaces":[{"name":"'$CNI_IFNAME'","sandbox":"'$CNI_NETNS'"}],"ips":[]}'
+  ;;
+DEL) rm -f "$dir/$CNI_IFNAME" ;;
+VERSION) echo '{"cniVersion":"1.0.0","supportedVersions":["0.3.1","0.4.0","1.0.0","1.1.0"]}' ;;
+esac
+`, dir, strings.Join(peers, " "))
+	if err := os.WriteFile(filepath.Join(r.bin, name), []byte(script), 0o755); err != nil {
+		r.t.Fatal(err)
+	}
+	r.t.Cleanup(func() { os.Remove(filepath.Join(r.bin, name)) })
+	return name
+}
+
+// TestConcurrentNetworks: with concurrentNetworks the attachments run at
+// the same time (two delegates that each wait for the other succeed), the
+// status keeps the annotation's order; without it they run one after the
+// other (the same pair times out) and the failed ADD leaves nothing.
+func TestConcurrentNetworks(t *testing.T) {
+	tests := []struct {
+		name       string
+		concurrent bool
+		wantErr    string
+	}{
+		{name: "concurrent", concurrent: true},
+		{name: "sequential (Multus order)", concurrent: false, wantErr: "did not run concurrently"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			r := newRig(t)
+			plugin := r.rendezvousPlugin("net1", "net2")
+			for _, n := range []string{"rdv-a", "rdv-b"} {
+				r.nad("ai-training", n, "", fmt.Sprintf(`{"cniVersion":"1.0.0","name":"%s","type":"%s"}`, n, plugin))
+			}
+			r.podManifest("ai-training", "trainer-0", `rdv-a,rdv-b`, "")
+			r.conf["concurrentNetworks"] = tc.concurrent
+			_, err := r.add("1.0.0", "c1", "ai-training", "trainer-0")
+			if tc.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+					t.Fatalf("ADD error = %v, want %q", err, tc.wantErr)
+				}
+				if links := netnsutil.Links(t, r.pod); len(links) != 1 {
+					t.Fatalf("failed ADD left links in the pod: %v", links)
+				}
+				if f := r.ipamFiles(); len(f) != 0 {
+					t.Fatalf("failed ADD leaked addresses: %v", f)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			st := r.status("ai-training", "trainer-0")
+			if len(st) != 3 || st[0].Interface != "eth0" || st[1].Name != "ai-training/rdv-a" || st[1].Interface != "net1" || st[2].Name != "ai-training/rdv-b" || st[2].Interface != "net2" {
+				t.Fatalf("network-status = %+v, want eth0, rdv-a/net1, rdv-b/net2 in annotation order", st)
+			}
+			if err := r.del("1.0.0", "c1", "ai-training", "trainer-0"); err != nil {
+				t.Fatal(err)
+			}
+			if links := netnsutil.Links(t, r.pod); len(links) != 1 {
+				t.Fatalf("after DEL the pod still has %v", links)
+			}
+		})
 	}
 }

@@ -7,12 +7,10 @@ package shim
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"net"
-	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -81,36 +79,41 @@ func viaDaemon(cmd string, a *skel.CmdArgs, socket string) (json.RawMessage, err
 	if cmd == "DEL" {
 		timeout = DelTimeout
 	}
-	client := &http.Client{Transport: &http.Transport{
-		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
-			d := net.Dialer{Timeout: DialTimeout}
-			c, err := d.DialContext(ctx, "unix", socket)
-			if err != nil {
-				return nil, fmt.Errorf("%w: %v", errNoDaemon, err)
-			}
-			return c, nil
-		},
-	}, Timeout: timeout}
-	body, err := json.Marshal(wire.Request{Command: cmd, ContainerID: a.ContainerID, Netns: a.Netns, IfName: a.IfName, Args: a.Args, Path: a.Path, Config: a.StdinData})
+	body, err := json.Marshal(wire.Request{Version: wire.Version, Command: cmd, ContainerID: a.ContainerID, Netns: a.Netns, IfName: a.IfName, Args: a.Args, Path: a.Path, Config: a.StdinData})
 	if err != nil {
 		return nil, err
 	}
-	resp, err := client.Post("http://rdmanet"+wire.Path, "application/json", bytes.NewReader(body))
+	c, err := net.DialTimeout("unix", socket, DialTimeout)
 	if err != nil {
-		if errors.Is(err, errNoDaemon) {
-			return nil, err
-		}
-		return nil, types.NewError(types.ErrTryAgainLater, fmt.Sprintf("rdmanet daemon at %s did not answer %s for container %s: %v", socket, cmd, a.ContainerID, err), "")
+		// nothing was sent: running the call per process cannot run it twice
+		return nil, fmt.Errorf("%w: %v", errNoDaemon, err)
 	}
-	defer resp.Body.Close()
+	conn := c.(*net.UnixConn)
+	defer conn.Close()
+	if err := conn.SetDeadline(time.Now().Add(timeout)); err != nil {
+		return nil, fmt.Errorf("%w: %v", errNoDaemon, err)
+	}
+	if _, err := conn.Write(body); err != nil {
+		return nil, tryAgain(socket, cmd, a, fmt.Errorf("send: %w", err))
+	}
+	if err := conn.CloseWrite(); err != nil {
+		return nil, tryAgain(socket, cmd, a, fmt.Errorf("send: %w", err))
+	}
 	var r wire.Response
-	if err := json.NewDecoder(resp.Body).Decode(&r); err != nil {
-		return nil, types.NewError(types.ErrDecodingFailure, fmt.Sprintf("rdmanet daemon at %s sent a bad answer: %v", socket, err), "")
+	if err := wire.Read(conn, &r); err != nil {
+		return nil, tryAgain(socket, cmd, a, err)
 	}
 	if r.Error != nil {
 		return nil, r.Error
 	}
 	return r.Result, nil
+}
+
+// tryAgain is the answer when the daemon took the call but gave no answer:
+// the call may have run, so it is not repeated per process; the runtime
+// retries (ADD) or the pod's DEL runs again.
+func tryAgain(socket, cmd string, a *skel.CmdArgs, err error) error {
+	return types.NewError(types.ErrTryAgainLater, fmt.Sprintf("rdmanet daemon at %s did not answer %s for container %s: %v", socket, cmd, a.ContainerID, err), "")
 }
 
 // direct runs rdmanet-direct with the same environment and config and

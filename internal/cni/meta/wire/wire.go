@@ -1,19 +1,31 @@
-// Package wire is the protocol between the rdmanet CNI shim and the
-// rdmanet daemon: one HTTP POST per CNI call over a unix socket. It has no
-// Kubernetes dependencies so the shim binary stays small and starts fast.
+// Package wire is the protocol between the rdmanet CNI shim and the rdmanet
+// daemon: one connection per CNI call over a unix socket. The shim writes one
+// JSON Request and closes its write side; the daemon answers with one JSON
+// Response and closes the connection. No HTTP: the shim links nothing but
+// encoding/json and net, so it starts in a few milliseconds.
 package wire
 
 import (
 	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
 
 	"github.com/containernetworking/cni/pkg/types"
 )
 
-// Path is the HTTP path of a CNI call.
-const Path = "/cni"
+// Version is the protocol version. A daemon refuses a request of another
+// version with an error that names both, so a half-upgraded node fails
+// clearly instead of misreading a call.
+const Version = 1
+
+// MaxMessage bounds a request or a response (a CNI config with its
+// delegates, or a result, is a few KiB).
+const MaxMessage = 4 << 20
 
 // Request carries one CNI invocation as the runtime made it.
 type Request struct {
+	Version     int             `json:"v"`
 	Command     string          `json:"command"` // ADD, DEL, CHECK, STATUS
 	ContainerID string          `json:"containerID"`
 	Netns       string          `json:"netns"`
@@ -33,4 +45,22 @@ type Response struct {
 type Conf struct {
 	CNIVersion   string `json:"cniVersion"`
 	DaemonSocket string `json:"daemonSocket"`
+}
+
+// ErrTooLarge means a message exceeded MaxMessage.
+var ErrTooLarge = errors.New("message larger than wire.MaxMessage")
+
+// Read decodes one message from r, which must end (EOF) after it.
+func Read(r io.Reader, v any) error {
+	b, err := io.ReadAll(io.LimitReader(r, MaxMessage+1))
+	if err != nil {
+		return err
+	}
+	if len(b) > MaxMessage {
+		return ErrTooLarge
+	}
+	if err := json.Unmarshal(b, v); err != nil {
+		return fmt.Errorf("decode %d bytes: %w", len(b), err)
+	}
+	return nil
 }

@@ -1,0 +1,158 @@
+package meta
+
+import (
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"sync"
+	"testing"
+	"time"
+
+	nadv1 "github.com/k8snetworkplumbingwg/network-attachment-definition-client/pkg/apis/k8s.cni.cncf.io/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	k8stypes "k8s.io/apimachinery/pkg/types"
+)
+
+// scriptedStatus is a Source whose SetNetworkStatus answers from a script
+// of errors (nil = success), optionally holding each call until released.
+type scriptedStatus struct {
+	mu      sync.Mutex
+	errs    []error
+	calls   int
+	written map[string]string // pod -> interface of the first status entry
+	gate    chan struct{}     // when non-nil, each call waits for a value or ctx end
+}
+
+func (s *scriptedStatus) Pod(context.Context, string, string) (*corev1.Pod, error) { return nil, ErrNotFound }
+func (s *scriptedStatus) NAD(context.Context, string, string) (*nadv1.NetworkAttachmentDefinition, error) {
+	return nil, ErrNotFound
+}
+
+func (s *scriptedStatus) SetNetworkStatus(ctx context.Context, ns, name string, _ k8stypes.UID, st []nadv1.NetworkStatus) error {
+	if s.gate != nil {
+		select {
+		case <-s.gate:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.calls++
+	if len(s.errs) > 0 {
+		err := s.errs[0]
+		s.errs = s.errs[1:]
+		if err != nil {
+			return err
+		}
+	}
+	if s.written == nil {
+		s.written = map[string]string{}
+	}
+	s.written[ns+"/"+name] = st[0].Interface
+	return nil
+}
+
+func (s *scriptedStatus) result() (int, map[string]string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := map[string]string{}
+	for k, v := range s.written {
+		out[k] = v
+	}
+	return s.calls, out
+}
+
+func waitIdle(t *testing.T, w *StatusWriter) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	w.Close(ctx)
+	if n := w.Pending(); n != 0 {
+		t.Fatalf("%d writes still pending", n)
+	}
+}
+
+func TestStatusWriter(t *testing.T) {
+	podGone := apierrors.NewNotFound(schema.GroupResource{Resource: "pods"}, "trainer-0")
+	recreated := apierrors.NewConflict(schema.GroupResource{Resource: "pods"}, "trainer-0", errors.New("Precondition failed: UID in precondition: 1, UID in object meta: 2"))
+	unavailable := apierrors.NewServiceUnavailable("etcd leader changed")
+	tests := []struct {
+		name      string
+		errs      []error
+		wantCalls int
+		wantPods  map[string]string
+	}{
+		{name: "written at once", errs: nil, wantCalls: 1, wantPods: map[string]string{"ai/trainer-0": "eth0"}},
+		{name: "transient errors are retried", errs: []error{unavailable, errors.New("connection refused"), nil}, wantCalls: 3, wantPods: map[string]string{"ai/trainer-0": "eth0"}},
+		{name: "pod gone: not retried", errs: []error{podGone}, wantCalls: 1, wantPods: map[string]string{}},
+		{name: "pod recreated (UID precondition): not retried", errs: []error{recreated}, wantCalls: 1, wantPods: map[string]string{}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			src := &scriptedStatus{errs: tc.errs}
+			w := &StatusWriter{Source: src, Log: slog.New(slog.NewTextHandler(io.Discard, nil)), Backoff: time.Millisecond}
+			w.Submit("c1", "ai", "trainer-0", "uid-1", []nadv1.NetworkStatus{{Interface: "eth0"}})
+			waitIdle(t, w)
+			calls, written := src.result()
+			if calls != tc.wantCalls {
+				t.Errorf("calls = %d, want %d", calls, tc.wantCalls)
+			}
+			if len(written) != len(tc.wantPods) || written["ai/trainer-0"] != tc.wantPods["ai/trainer-0"] {
+				t.Errorf("written = %v, want %v", written, tc.wantPods)
+			}
+		})
+	}
+}
+
+func TestStatusWriterGivesUpAfterMaxAge(t *testing.T) {
+	src := &scriptedStatus{errs: []error{errors.New("down"), errors.New("down"), errors.New("down"), errors.New("down"), errors.New("down"), errors.New("down"), errors.New("down"), errors.New("down")}}
+	w := &StatusWriter{Source: src, Log: slog.New(slog.NewTextHandler(io.Discard, nil)), Backoff: 5 * time.Millisecond, MaxAge: 30 * time.Millisecond}
+	w.Submit("c1", "ai", "trainer-0", "uid-1", []nadv1.NetworkStatus{{Interface: "eth0"}})
+	waitIdle(t, w)
+	calls, written := src.result()
+	if len(written) != 0 || calls < 2 || calls >= 8 {
+		t.Fatalf("calls = %d written = %v: want a few attempts within MaxAge and no write", calls, written)
+	}
+}
+
+func TestStatusWriterCancelAndSupersede(t *testing.T) {
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	t.Run("DEL cancels the pending write", func(t *testing.T) {
+		src := &scriptedStatus{gate: make(chan struct{})}
+		w := &StatusWriter{Source: src, Log: log}
+		w.Submit("c1", "ai", "trainer-0", "uid-1", []nadv1.NetworkStatus{{Interface: "eth0"}})
+		w.Cancel("c1")
+		waitIdle(t, w)
+		if calls, written := src.result(); calls != 0 || len(written) != 0 {
+			t.Fatalf("calls = %d written = %v after cancel", calls, written)
+		}
+	})
+	t.Run("a newer ADD of the same pod wins", func(t *testing.T) {
+		src := &scriptedStatus{gate: make(chan struct{})}
+		w := &StatusWriter{Source: src, Log: log}
+		w.Submit("old-sandbox", "ai", "trainer-0", "uid-1", []nadv1.NetworkStatus{{Interface: "old"}})
+		w.Submit("new-sandbox", "ai", "trainer-0", "uid-1", []nadv1.NetworkStatus{{Interface: "new"}})
+		w.Submit("other", "ai", "trainer-1", "uid-2", []nadv1.NetworkStatus{{Interface: "eth0"}})
+		close(src.gate)
+		waitIdle(t, w)
+		_, written := src.result()
+		if written["ai/trainer-0"] != "new" || written["ai/trainer-1"] != "eth0" {
+			t.Fatalf("written = %v, want the newer sandbox's status and the other pod's", written)
+		}
+	})
+	t.Run("Close gives up on writes that cannot finish", func(t *testing.T) {
+		src := &scriptedStatus{gate: make(chan struct{})}
+		w := &StatusWriter{Source: src, Log: log}
+		w.Submit("c1", "ai", "trainer-0", "uid-1", []nadv1.NetworkStatus{{Interface: "eth0"}})
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
+		defer cancel()
+		w.Close(ctx)
+		if n := w.Pending(); n != 0 {
+			t.Fatalf("%d writes pending after Close", n)
+		}
+	})
+}
