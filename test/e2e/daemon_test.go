@@ -1,0 +1,164 @@
+package e2e
+
+import (
+	"context"
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	nadv1 "github.com/k8snetworkplumbingwg/network-attachment-definition-client/pkg/apis/k8s.cni.cncf.io/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/rdmanet/rdmanet/internal/devinfo"
+	"github.com/rdmanet/rdmanet/test/netnsutil"
+	"github.com/rdmanet/rdmanet/test/sysfsfixture"
+)
+
+// startMetaDaemon runs rdmanet-daemon in the host namespace (as its
+// DaemonSet would run) on the env's config, points the shim at it, and
+// returns the daemon's log path. It stops with the test.
+func (e *env) startMetaDaemon(t testing.TB, flags ...string) string {
+	t.Helper()
+	sock := filepath.Join(e.dir, "daemon.sock")
+	e.conf["daemonSocket"] = sock
+	confFile := filepath.Join(e.dir, "rdmanet.conf")
+	raw, err := json.Marshal(e.conf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(confFile, raw, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	logPath := filepath.Join(e.dir, "daemon.log")
+	logf, err := os.Create(logPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	args := append([]string{"--config", confFile, "--node-name", nodeName, "--log-level", "debug"}, flags...)
+	cmd := exec.Command(filepath.Join(binDir, "rdmanet-daemon"), args...)
+	cmd.Stdout, cmd.Stderr = logf, logf
+	netnsutil.Do(t, e.host, cmd.Start)
+	t.Cleanup(func() {
+		_ = cmd.Process.Signal(os.Interrupt)
+		_ = cmd.Wait()
+		logf.Close()
+		if t.Failed() {
+			b, _ := os.ReadFile(logPath)
+			t.Logf("daemon log:\n%s", b)
+		}
+	})
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		if _, err := os.Stat(sock); err == nil {
+			return logPath
+		}
+		if time.Now().After(deadline) {
+			b, _ := os.ReadFile(logPath)
+			t.Fatalf("daemon did not start:\n%s", b)
+		}
+	}
+}
+
+// eventualStatus polls the pod's network-status until it names n networks.
+func (e *env) eventualStatus(t *testing.T, ns, name string, n int, limit time.Duration) []nadv1.NetworkStatus {
+	t.Helper()
+	var last string
+	for deadline := time.Now().Add(limit); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+		p, err := e.core.CoreV1().Pods(ns).Get(context.Background(), name, metav1.GetOptions{})
+		if err != nil {
+			last = err.Error()
+			continue
+		}
+		last = p.Annotations["k8s.v1.cni.cncf.io/network-status"]
+		var st []nadv1.NetworkStatus
+		if json.Unmarshal([]byte(last), &st) == nil && len(st) == n {
+			return st
+		}
+	}
+	t.Fatalf("pod %s/%s: network-status with %d networks did not appear within %s; last: %s", ns, name, n, limit, last)
+	return nil
+}
+
+// TestDaemonSeedFlow: the seed's pod through the shim and the warm daemon,
+// with concurrentNetworks: eth0 and net1 come up, network-status (written
+// after ADD answered) names the VF, DEL returns the VF.
+func TestDaemonSeedFlow(t *testing.T) {
+	e := setup(t)
+	pod := e.seedObjects("ai-daemon", "face-trainer-0")
+	vf := sysfsfixture.VFBDF(pfBDF, 1)
+	e.pr.devices["ai-daemon/face-trainer-0"] = []string{vf}
+	rdmaDev := e.fix.RDMAByBD[vf]
+	if err := devinfo.Write(filepath.Join(e.dir, "devinfo"), resourceName, vf, devinfo.PCI(vf, pfBDF, rdmaDev)); err != nil {
+		t.Fatal(err)
+	}
+	e.conf["concurrentNetworks"] = true
+	logPath := e.startMetaDaemon(t)
+	rt := e.rt("c-daemon", pod, "")
+	if err := e.add(rt); err != nil {
+		t.Fatal(err)
+	}
+	if links := netnsutil.Links(t, e.pod); !contains(links, "eth0") || !contains(links, "net1") {
+		t.Fatalf("pod links %v, want eth0 and net1", links)
+	}
+	st := e.eventualStatus(t, "ai-daemon", "face-trainer-0", 2, 10*time.Second)
+	if !st[0].Default || st[0].Interface != "eth0" || st[1].Interface != "net1" || st[1].DeviceInfo == nil ||
+		st[1].DeviceInfo.Pci.PciAddress != vf || st[1].DeviceInfo.Pci.RdmaDevice != rdmaDev {
+		t.Fatalf("network-status = %+v", st)
+	}
+	if err := e.del(rt); err != nil {
+		t.Fatal(err)
+	}
+	if links := netnsutil.Links(t, e.pod); len(links) != 1 {
+		t.Fatalf("after DEL the pod keeps %v", links)
+	}
+	e.assertVFHome(1)
+	logText, _ := os.ReadFile(logPath)
+	for _, want := range []string{`msg="ADD done"`, `msg="delegates added"`, "concurrent=true", `msg="network-status written"`} {
+		if !strings.Contains(string(logText), want) {
+			t.Fatalf("daemon log lacks %s:\n%s", want, logText)
+		}
+	}
+}
+
+// TestDaemonAddWhileAPIServerDown: the daemon answers ADD from its caches
+// with the API server stopped; the network-status write waits and lands
+// once the server is back.
+func TestDaemonAddWhileAPIServerDown(t *testing.T) {
+	e := setup(t)
+	pod := e.seedObjects("ai-apidown", "face-trainer-0")
+	vf := sysfsfixture.VFBDF(pfBDF, 2)
+	e.pr.devices["ai-apidown/face-trainer-0"] = []string{vf}
+	e.startMetaDaemon(t)
+	if err := e.api.StopAPIServer(); err != nil {
+		t.Fatal(err)
+	}
+	restarted := false
+	restart := func() {
+		if !restarted {
+			restarted = true
+			if err := e.api.RestartAPIServer(context.Background()); err != nil {
+				t.Fatalf("restart API server: %v", err)
+			}
+		}
+	}
+	defer restart()
+	rt := e.rt("c-apidown", pod, "")
+	if err := e.add(rt); err != nil {
+		t.Fatalf("ADD with the API server down must succeed from the daemon's caches: %v", err)
+	}
+	if links := netnsutil.Links(t, e.pod); !contains(links, "net1") {
+		t.Fatalf("pod links %v, want net1", links)
+	}
+	restart()
+	st := e.eventualStatus(t, "ai-apidown", "face-trainer-0", 2, 30*time.Second)
+	if st[1].DeviceInfo == nil || st[1].DeviceInfo.Pci.PciAddress != vf {
+		t.Fatalf("network-status = %+v", st)
+	}
+	if err := e.del(rt); err != nil {
+		t.Fatal(err)
+	}
+	e.assertVFHome(2)
+}
