@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
-	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/rdmanet/rdmanet/internal/ipam"
@@ -123,7 +122,7 @@ func kubeConnect(o ipamConnOptions) (ipam.Store, gc.Cluster, error) {
 	if err != nil {
 		return nil, nil, fmt.Errorf("load kubeconfig: %w; fix: pass --kubeconfig or set KUBECONFIG", err)
 	}
-	cs, err := kubernetes.NewForConfig(rc)
+	cluster, err := gc.NewKubeCluster(rc)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -133,7 +132,7 @@ func kubeConnect(o ipamConnOptions) (ipam.Store, gc.Cluster, error) {
 	} else if store, err = ipam.NewKubeStore(rc); err != nil {
 		return nil, nil, err
 	}
-	return store, &gc.KubeCluster{Client: cs}, nil
+	return store, cluster, nil
 }
 
 type gcReleaseJSON struct {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"sync"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -24,22 +25,24 @@ type KubeStore struct {
 	client rest.Interface
 }
 
-// Scheme knows the rdmanet.io/v1alpha1 types.
-var Scheme = runtime.NewScheme()
-
-func init() {
-	if err := v1alpha1.AddToScheme(Scheme); err != nil {
+// kubeScheme knows the rdmanet.io/v1alpha1 types. It is built on first use,
+// not in an init function: every exec of the CNI plugin would pay for it,
+// also with the local store.
+var kubeScheme = sync.OnceValue(func() *runtime.Scheme {
+	s := runtime.NewScheme()
+	if err := v1alpha1.AddToScheme(s); err != nil {
 		panic(err)
 	}
-	metav1.AddToGroupVersion(Scheme, metav1.SchemeGroupVersion)
-}
+	metav1.AddToGroupVersion(s, metav1.SchemeGroupVersion)
+	return s
+})
 
 // NewKubeStore returns a store over the API server of cfg.
 func NewKubeStore(cfg *rest.Config) (*KubeStore, error) {
 	c := rest.CopyConfig(cfg)
 	c.GroupVersion = &v1alpha1.SchemeGroupVersion
 	c.APIPath = "/apis"
-	c.NegotiatedSerializer = serializer.NewCodecFactory(Scheme).WithoutConversion()
+	c.NegotiatedSerializer = serializer.NewCodecFactory(kubeScheme()).WithoutConversion()
 	c.ContentType = runtime.ContentTypeJSON
 	if c.UserAgent == "" {
 		c.UserAgent = "rdmanet-ipam"

@@ -52,6 +52,15 @@ func kubeStore(t testing.TB, cfg *rest.Config) *ipam.KubeStore {
 	return s
 }
 
+func kubeCluster(t testing.TB, cfg *rest.Config) *gc.KubeCluster {
+	t.Helper()
+	c, err := gc.NewKubeCluster(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
 func kubeNodes(t testing.TB, store ipam.Store, n int) []*ipam.Allocator {
 	dir := t.TempDir()
 	var out []*ipam.Allocator
@@ -236,7 +245,7 @@ func TestKubeFaults(t *testing.T) {
 		want[ps.addr] = ps.owner.ContainerID
 	}
 	before := ipamtest.StoreAllocations(t, ctx, good, pool)
-	rep, err := gc.Run(ctx, gc.Options{Store: good, Cluster: &gc.KubeCluster{Client: cs}, Network: cfg.Network})
+	rep, err := gc.Run(ctx, gc.Options{Store: good, Cluster: kubeCluster(t, srv.Config()), Network: cfg.Network})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -311,7 +320,7 @@ func TestKubeGCRecreatedPodAndDeadNode(t *testing.T) {
 	if err := cs.CoreV1().Nodes().Delete(ctx, dead, metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	rep, err := gc.Run(ctx, gc.Options{Store: store, Cluster: &gc.KubeCluster{Client: cs}, Network: cfg.Network})
+	rep, err := gc.Run(ctx, gc.Options{Store: store, Cluster: kubeCluster(t, srv.Config()), Network: cfg.Network})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -5,15 +5,10 @@ package gc
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"net/netip"
 	"slices"
-
-	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/kubernetes"
 
 	v1alpha1 "github.com/rdmanet/rdmanet/api/ipam/v1alpha1"
 	"github.com/rdmanet/rdmanet/internal/ipam"
@@ -213,73 +208,6 @@ func apply(ctx context.Context, opts Options, b *v1alpha1.IPAMBlock, rel []Relea
 		return released, false, nil
 	}
 	return released, false, fmt.Errorf("gave up after %d conflicting attempts: %w", maxAttempts, ipam.ErrConflict)
-}
-
-// KubeCluster answers from the API server.
-type KubeCluster struct {
-	Client kubernetes.Interface
-}
-
-// networkStatus is the subset of k8s.v1.cni.cncf.io/network-status we read.
-type networkStatus struct {
-	Interface string   `json:"interface"`
-	IPs       []string `json:"ips"`
-}
-
-// Pods implements Cluster.
-func (k *KubeCluster) Pods(ctx context.Context) (map[string]Pod, error) {
-	out := map[string]Pod{}
-	opts := metav1.ListOptions{Limit: 500}
-	for {
-		list, err := k.Client.CoreV1().Pods("").List(ctx, opts)
-		if err != nil {
-			return nil, err
-		}
-		for i := range list.Items {
-			p := &list.Items[i]
-			out[p.Namespace+"/"+p.Name] = Pod{
-				UID:      string(p.UID),
-				Terminal: p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed,
-				IPs:      statusIPs(p.Annotations["k8s.v1.cni.cncf.io/network-status"]),
-			}
-		}
-		if list.Continue == "" {
-			return out, nil
-		}
-		opts.Continue = list.Continue
-	}
-}
-
-func statusIPs(ann string) map[netip.Addr]bool {
-	if ann == "" {
-		return nil
-	}
-	var st []networkStatus
-	if err := json.Unmarshal([]byte(ann), &st); err != nil {
-		return nil // unreadable status never causes a release
-	}
-	ips := map[netip.Addr]bool{}
-	for _, s := range st {
-		for _, ip := range s.IPs {
-			if a, err := netip.ParseAddr(ip); err == nil {
-				ips[a] = true
-			}
-		}
-	}
-	return ips
-}
-
-// Nodes implements Cluster.
-func (k *KubeCluster) Nodes(ctx context.Context) (map[string]bool, error) {
-	list, err := k.Client.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
-	if err != nil {
-		return nil, err
-	}
-	out := make(map[string]bool, len(list.Items))
-	for i := range list.Items {
-		out[list.Items[i].Name] = true
-	}
-	return out, nil
 }
 
 func firstNonEmpty(s ...string) string {

@@ -9,8 +9,6 @@ import (
 	"syscall"
 	"time"
 
-	"k8s.io/client-go/kubernetes"
-
 	"github.com/rdmanet/rdmanet/internal/ipam"
 )
 
@@ -50,7 +48,7 @@ func Main(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "rdmanet-ipam gc: -store=%q: use \"kubernetes\" or \"local\"\n", *storeType)
 		return 2
 	}
-	cs, err := kubernetes.NewForConfig(rc)
+	cluster, err := NewKubeCluster(rc)
 	if err != nil {
 		fmt.Fprintln(stderr, err)
 		return 1
@@ -59,7 +57,7 @@ func Main(args []string, stdout, stderr io.Writer) int {
 	defer stop()
 	ctx, cancel := context.WithTimeout(ctx, *timeout)
 	defer cancel()
-	rep, err := Run(ctx, Options{Store: store, Cluster: &KubeCluster{Client: cs}, Network: *network, DryRun: *dryRun})
+	rep, err := Run(ctx, Options{Store: store, Cluster: cluster, Network: *network, DryRun: *dryRun})
 	PrintReport(stdout, rep, *dryRun)
 	if err != nil {
 		fmt.Fprintln(stderr, err)
