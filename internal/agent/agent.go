@@ -206,6 +206,12 @@ func (a *Agent) isConfigEvent(ev fsnotify.Event) bool {
 // reconcile rescans the node, rebuilds the pools, starts/stops/updates
 // servers, and re-registers with kubelet when needed.
 func (a *Agent) reconcile(ctx context.Context, reloadConfig bool) {
+	a.register(ctx, a.reconcileLocked(reloadConfig))
+}
+
+// reconcileLocked does reconcile's work under a.mu and returns the servers
+// that still need registering with kubelet.
+func (a *Agent) reconcileLocked(reloadConfig bool) []*deviceplugin.Server {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	a.reconciles++
@@ -231,11 +237,11 @@ func (a *Agent) reconcile(ctx context.Context, reloadConfig bool) {
 	if err != nil {
 		// An overlap or an unreadable bus: keep serving what we had.
 		a.log.Error("discovery failed; keeping the previous pools", "err", err)
-		return
+		return nil
 	}
 	a.logChanges(snap)
 	a.last = snap
-	a.serve(ctx, snap)
+	return a.serve(snap)
 }
 
 // refresh is the cheap periodic pass: re-read health inputs of the known
@@ -248,16 +254,18 @@ func (a *Agent) refresh(ctx context.Context) {
 		a.reconcile(ctx, false)
 		return
 	}
-	defer a.mu.Unlock()
 	for _, c := range deviceplugin.Rehealth(a.last.Node, a.last.Pools) {
 		a.log.Info("device health changed", "resource", c.Resource, "device", c.Device, "health", c.Health, "reason", c.Reason)
 	}
-	a.serve(ctx, a.last)
+	pending := a.serve(a.last)
+	a.mu.Unlock()
+	a.register(ctx, pending)
 }
 
-// serve starts, updates, restarts and registers the pool servers for snap.
-// The caller holds a.mu.
-func (a *Agent) serve(ctx context.Context, snap *Snapshot) {
+// serve starts, updates and restarts the pool servers for snap and returns
+// those that need registering with kubelet. The caller holds a.mu.
+func (a *Agent) serve(snap *Snapshot) []*deviceplugin.Server {
+	var pending []*deviceplugin.Server
 	want := map[string]*deviceplugin.Pool{}
 	for _, p := range snap.Pools {
 		if p.Advertised {
@@ -304,13 +312,29 @@ func (a *Agent) serve(ctx context.Context, snap *Snapshot) {
 			a.registered[res] = false
 		}
 		if !a.registered[res] && a.kubeletIno != 0 {
-			if err := srv.Register(ctx, a.o.KubeletSocket); err != nil {
-				a.log.Warn("registration failed; retrying on the next rescan", "resource", res, "err", err)
-				continue
-			}
-			a.registered[res] = true
-			a.log.Info("registered with kubelet", "resource", res, "kubelet", a.o.KubeletSocket)
+			pending = append(pending, srv)
 		}
+	}
+	return pending
+}
+
+// register registers servers with kubelet without holding a.mu (a slow or
+// hung kubelet must not stall Last(), health or the reports), then marks
+// those that are still the pool's current server. Only the Run loop calls
+// reconcile and refresh, so registrations never overlap.
+func (a *Agent) register(ctx context.Context, servers []*deviceplugin.Server) {
+	for _, srv := range servers {
+		res := srv.Resource()
+		if err := srv.Register(ctx, a.o.KubeletSocket); err != nil {
+			a.log.Warn("registration failed; retrying on the next rescan", "resource", res, "err", err)
+			continue
+		}
+		a.mu.Lock()
+		if a.servers[res] == srv {
+			a.registered[res] = true
+		}
+		a.mu.Unlock()
+		a.log.Info("registered with kubelet", "resource", res, "kubelet", a.o.KubeletSocket)
 	}
 }
 

@@ -28,9 +28,24 @@ type registrar struct {
 	mu   sync.Mutex
 	reqs []*pluginapi.RegisterRequest
 	srv  *grpc.Server
+	// hold, when set, makes Register wait until it is closed (a hung
+	// kubelet); arrived then gets a value per call that reached it.
+	hold    chan struct{}
+	arrived chan struct{}
 }
 
-func (r *registrar) Register(_ context.Context, req *pluginapi.RegisterRequest) (*pluginapi.Empty, error) {
+func (r *registrar) Register(ctx context.Context, req *pluginapi.RegisterRequest) (*pluginapi.Empty, error) {
+	if r.hold != nil {
+		select {
+		case r.arrived <- struct{}{}:
+		default:
+		}
+		select {
+		case <-r.hold:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.reqs = append(r.reqs, req)
@@ -50,13 +65,17 @@ func (r *registrar) count(resource string) int {
 }
 
 func startRegistrar(t *testing.T, sock string) *registrar {
+	return startRegistrarHolding(t, sock, nil)
+}
+
+func startRegistrarHolding(t *testing.T, sock string, hold chan struct{}) *registrar {
 	t.Helper()
 	_ = os.Remove(sock)
 	lis, err := net.Listen("unix", sock)
 	if err != nil {
 		t.Fatal(err)
 	}
-	r := &registrar{srv: grpc.NewServer()}
+	r := &registrar{srv: grpc.NewServer(), hold: hold, arrived: make(chan struct{}, 16)}
 	pluginapi.RegisterRegistrationServer(r.srv, r)
 	go func() { _ = r.srv.Serve(lis) }()
 	t.Cleanup(r.srv.Stop)
@@ -287,6 +306,48 @@ func TestAgentReRegistersAfterKubeletRestart(t *testing.T) {
 	}
 	w := watch(t, e.client(t))
 	eventually(t, "devices listed after restart", func() bool { n, h := w.healthy(); return n == 16 && h == 16 })
+}
+
+// TestAgentAnswersWhileKubeletHangsInRegistration: a kubelet that accepts
+// the registration call but does not answer must not stall the agent's
+// readers (Last) or its device servers; registration completes when
+// kubelet answers.
+func TestAgentAnswersWhileKubeletHangsInRegistration(t *testing.T) {
+	e := start(t)
+	// kubelet restarts (wiping the device-plugin dir) and then hangs in Register
+	e.reg.srv.Stop()
+	ents, err := os.ReadDir(e.dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, en := range ents {
+		if err := os.Remove(filepath.Join(e.dir, en.Name())); err != nil {
+			t.Fatal(err)
+		}
+	}
+	hold := make(chan struct{})
+	reg2 := startRegistrarHolding(t, filepath.Join(e.dir, "kubelet.sock"), hold)
+	// wait until the agent is inside Register (the call reached kubelet)
+	select {
+	case <-reg2.arrived:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the agent did not try to register with the restarted kubelet")
+	}
+	got := make(chan *Snapshot, 1)
+	go func() { got <- e.agent.Last() }()
+	select {
+	case s := <-got:
+		if s == nil || len(s.Pools) == 0 {
+			t.Fatalf("Last() = %+v, want the current pools", s)
+		}
+	case <-time.After(3 * time.Second):
+		close(hold)
+		t.Fatal("Last() blocked while a kubelet registration was hanging")
+	}
+	w := watch(t, e.client(t))
+	eventually(t, "devices listed during the hung registration", func() bool { n, _ := w.healthy(); return n == 16 })
+	close(hold)
+	eventually(t, "registration after kubelet answers", func() bool { return reg2.count("example.com/sriov_rdma") == 1 })
 }
 
 func TestAgentStopsServingRemovedPool(t *testing.T) {
