@@ -2,7 +2,9 @@
 SHELL := /bin/bash
 GO ?= go
 BIN ?= $(CURDIR)/bin
-export GOFLAGS ?= -buildvcs=false
+# VCS-stamped binaries (when built from a git work tree) let rdmanet-daemon
+# prove a plugin file is its own build and run it in-process.
+export GOFLAGS ?= -buildvcs=auto
 
 .PHONY: all build test test-prereqs demo
 all: build

@@ -3,7 +3,7 @@
 # Root is needed for the netns tier; CI runs as root.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-export GOFLAGS="${GOFLAGS:--buildvcs=false}"
+export GOFLAGS="${GOFLAGS:--buildvcs=auto}"
 start=$(date +%s)
 echo "== go vet ./..."
 go vet ./...

@@ -14,6 +14,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/rdmanet/rdmanet/internal/cni/inproc"
 	"github.com/rdmanet/rdmanet/internal/cni/meta"
 )
 
@@ -27,6 +28,7 @@ func run() int {
 	logLevel := fs.String("log-level", "info", "debug, info, warn or error")
 	syncTimeout := fs.Duration("sync-timeout", 60*time.Second, "how long to wait for the first informer sync")
 	statusWrite := fs.String("status-write", "async", "when the network-status annotation is written: \"async\" (after ADD has answered the runtime; transient API errors retried for up to 2m, cancelled by the container's DEL) or \"sync\" (before ADD answers; a failed write fails the ADD)")
+	inProcess := fs.Bool("in-process-plugins", true, "run rdmanet's own delegate plugins (sriov, rdma, rdmanet-ipam, also as whereabouts) inside the daemon instead of exec'ing them, when the file on the CNI path is the same rdmanet build as this daemon (same VCS revision or module version, per its Go build info); other plugins, other builds and unstamped builds always run as processes. --log-level=debug logs the decision per plugin file. false: every plugin runs as a process")
 	fs.Usage = func() {
 		fmt.Fprintf(fs.Output(), "rdmanet-daemon keeps the meta CNI's state warm and serves the rdmanet shim.\n\nFlags:\n")
 		fs.PrintDefaults()
@@ -67,6 +69,9 @@ func run() int {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
 	d := &meta.Daemon{Socket: *socket, Log: log}
+	if *inProcess {
+		d.Exec = inproc.New(log)
+	}
 	switch conf.Source.Type {
 	case "static":
 		d.Source = &meta.StaticSource{Dir: conf.Source.Dir, StatusDir: conf.Source.StatusDir}
@@ -95,7 +100,7 @@ func run() int {
 	if *statusWrite == "async" {
 		d.AsyncStatus = &meta.StatusWriter{Source: d.Source, Log: log, Timeout: conf.APITimeoutDur}
 	}
-	log.Info("rdmanet-daemon serving", "socket", *socket, "node", *node, "source", conf.Source.Type, "status_write", *statusWrite)
+	log.Info("rdmanet-daemon serving", "socket", *socket, "node", *node, "source", conf.Source.Type, "status_write", *statusWrite, "in_process_plugins", *inProcess)
 	if err := d.Serve(ctx); err != nil {
 		log.Error("daemon stopped", "err", err)
 		return 1

@@ -19,6 +19,6 @@ func main() {
 		os.Exit(gc.Main(os.Args[2:], os.Stdout, os.Stderr))
 	}
 	p := ipam.NewPlugin()
-	skel.PluginMainFuncs(skel.CNIFuncs{Add: p.Add, Del: p.Del, Check: p.Check},
+	skel.PluginMainFuncs(p.Funcs(),
 		version.All, "rdmanet-ipam: cluster-wide IPAM (Whereabouts-compatible)")
 }

@@ -1,6 +1,7 @@
 package ipam
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -221,4 +222,42 @@ func printResult(w io.Writer, r cnitypes.Result) error {
 		return fmt.Errorf("rdmanet-ipam: print result: %w", err)
 	}
 	return nil
+}
+
+// Funcs adapts the plugin to skel (the rdmanet-ipam binary).
+func (p *Plugin) Funcs() skel.CNIFuncs {
+	verb := func(cmd string) func(*skel.CmdArgs) error {
+		return func(a *skel.CmdArgs) error { return p.Verb(cmd, a) }
+	}
+	return skel.CNIFuncs{Add: verb("ADD"), Del: verb("DEL"), Check: verb("CHECK")}
+}
+
+// Verb runs one CNI verb (ADD, DEL or CHECK); ADD prints its result to p.Stdout.
+func (p *Plugin) Verb(cmd string, a *skel.CmdArgs) error {
+	switch cmd {
+	case "ADD":
+		return p.Add(a)
+	case "DEL":
+		return p.Del(a)
+	case "CHECK":
+		return p.Check(a)
+	}
+	return cnitypes.NewError(cnitypes.ErrInvalidEnvironmentVariables, fmt.Sprintf("unknown CNI_COMMAND: %v", cmd), "")
+}
+
+// Run runs one CNI verb with a plugin whose environment is getenv (nil: the
+// process's) and returns what the binary prints on stdout. Each call has
+// its own Plugin, store and lock file descriptors, as each process has.
+// The CNI_* checks skel does before a verb are the caller's.
+func Run(cmd string, args *skel.CmdArgs, getenv func(string) string) ([]byte, error) {
+	p := NewPlugin()
+	if getenv != nil {
+		p.Getenv = getenv
+	}
+	var out bytes.Buffer
+	p.Stdout = &out
+	if err := p.Verb(cmd, args); err != nil {
+		return nil, err
+	}
+	return out.Bytes(), nil
 }

@@ -21,8 +21,11 @@ import (
 // startMetaDaemon runs rdmanet-daemon in the host namespace (as its
 // DaemonSet would run) on the env's config, points the shim at it, and
 // returns the daemon's log path. It stops with the test.
+// RDMANET_E2E_DAEMON_FLAGS adds flags to every daemon (e.g.
+// --in-process-plugins=false to measure the exec'd plugins).
 func (e *env) startMetaDaemon(t testing.TB, flags ...string) string {
 	t.Helper()
+	flags = append(flags, strings.Fields(os.Getenv("RDMANET_E2E_DAEMON_FLAGS"))...)
 	sock := filepath.Join(e.dir, "daemon.sock")
 	e.conf["daemonSocket"] = sock
 	confFile := filepath.Join(e.dir, "rdmanet.conf")

@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 )
 
 // Import paths of the plugins the tests exec.
@@ -26,9 +27,33 @@ const (
 
 // Build runs one `go build -o dir/` for pkgs (one process, so the build
 // cache is shared) and, when IPAM is among them, installs rdmanet-ipam
-// under the Whereabouts name too.
+// under the Whereabouts name too. Inside a git work tree the binaries are
+// VCS-stamped, as release builds are, so the daemon built with them runs
+// them in-process (internal/cni/inproc); elsewhere they are built unstamped.
 func Build(dir string, pkgs ...string) error {
+	if inGitWorkTree() {
+		return BuildVCS(dir, pkgs...)
+	}
+	return build(dir, nil, pkgs...)
+}
+
+func inGitWorkTree() bool {
+	out, err := exec.Command("git", "rev-parse", "--is-inside-work-tree").Output()
+	return err == nil && strings.TrimSpace(string(out)) == "true"
+}
+
+// BuildVCS is Build with the VCS stamp forced on (-buildvcs=true, over a
+// GOFLAGS=-buildvcs=false of the caller's), for tests of what tells one
+// rdmanet build from another: the binaries carry vcs.revision.
+func BuildVCS(dir string, pkgs ...string) error {
+	return build(dir, []string{"GOFLAGS=" + strings.TrimSpace(os.Getenv("GOFLAGS")+" -buildvcs=true")}, pkgs...)
+}
+
+func build(dir string, env []string, pkgs ...string) error {
 	cmd := exec.Command("go", append([]string{"build", "-o", dir + string(filepath.Separator)}, pkgs...)...)
+	if env != nil {
+		cmd.Env = append(os.Environ(), env...)
+	}
 	if out, err := cmd.CombinedOutput(); err != nil {
 		return fmt.Errorf("go build %v: %v\n%s", pkgs, err, out)
 	}

@@ -49,7 +49,7 @@ func NewLogger(c *NetConf) (*slog.Logger, io.Closer) {
 
 // NewPlugin wires a Plugin from its config for a per-call invocation.
 func NewPlugin(c *NetConf, cniPath string, log *slog.Logger) (*Plugin, func(), error) {
-	p := &Plugin{Conf: c, Log: log, CNI: NewCNI(c, cniPath)}
+	p := &Plugin{Conf: c, Log: log, CNI: NewCNI(c, cniPath, nil)}
 	cleanup := func() {}
 	switch c.Source.Type {
 	case "static":

@@ -11,6 +11,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/containernetworking/cni/pkg/invoke"
 	"github.com/containernetworking/cni/pkg/types"
 
 	"github.com/rdmanet/rdmanet/internal/cni/meta/wire"
@@ -25,6 +26,9 @@ type Daemon struct {
 	Log     *slog.Logger
 	// Status, when set, writes network-status after ADD has answered.
 	AsyncStatus *StatusWriter
+	// Exec runs the delegates' plugins (nil: as processes, as libcni does);
+	// rdmanet-daemon passes inproc's, which runs rdmanet's own in-process.
+	Exec invoke.Exec
 }
 
 // Limits of the daemon's socket server.
@@ -126,7 +130,7 @@ func (d *Daemon) Call(ctx context.Context, req wire.Request) (json.RawMessage, e
 	if err != nil {
 		return nil, types.NewError(types.ErrInvalidNetworkConfig, err.Error(), "")
 	}
-	p := &Plugin{Conf: conf, Source: d.Source, Devices: d.Devices, CNI: NewCNI(conf, req.Path), Log: d.Log.With("container", req.ContainerID), AsyncStatus: d.AsyncStatus}
+	p := &Plugin{Conf: conf, Source: d.Source, Devices: d.Devices, CNI: NewCNI(conf, req.Path, d.Exec), Log: d.Log.With("container", req.ContainerID), AsyncStatus: d.AsyncStatus}
 	a := Args{ContainerID: req.ContainerID, Netns: req.Netns, IfName: req.IfName, Args: req.Args, Path: req.Path}
 	switch req.Command {
 	case "ADD":

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/containernetworking/cni/libcni"
+	"github.com/containernetworking/cni/pkg/invoke"
 	"github.com/containernetworking/cni/pkg/types"
 	"github.com/containernetworking/plugins/pkg/ns"
 	nadv1 "github.com/k8snetworkplumbingwg/network-attachment-definition-client/pkg/apis/k8s.cni.cncf.io/v1"
@@ -63,15 +64,16 @@ type Plugin struct {
 	Now func() time.Time
 }
 
-// NewCNI builds the libcni runner: plugins from binDir (and CNI_PATH), results cached under cniDir.
-func NewCNI(conf *NetConf, cniPath string) *libcni.CNIConfig {
+// NewCNI builds the libcni runner: plugins from binDir (and CNI_PATH),
+// results cached under cniDir, run by exec (nil: as processes).
+func NewCNI(conf *NetConf, cniPath string, exec invoke.Exec) *libcni.CNIConfig {
 	paths := []string{conf.BinDir}
 	for _, p := range filepath.SplitList(cniPath) {
 		if p != "" && p != conf.BinDir {
 			paths = append(paths, p)
 		}
 	}
-	return libcni.NewCNIConfigWithCacheDir(paths, filepath.Join(conf.CNIDir, "libcni"), nil)
+	return libcni.NewCNIConfigWithCacheDir(paths, filepath.Join(conf.CNIDir, "libcni"), exec)
 }
 
 // Record is what ADD leaves in the cache for DEL: enough to undo every

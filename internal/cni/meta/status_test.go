@@ -26,7 +26,9 @@ type scriptedStatus struct {
 	gate    chan struct{}     // when non-nil, each call waits for a value or ctx end
 }
 
-func (s *scriptedStatus) Pod(context.Context, string, string) (*corev1.Pod, error) { return nil, ErrNotFound }
+func (s *scriptedStatus) Pod(context.Context, string, string) (*corev1.Pod, error) {
+	return nil, ErrNotFound
+}
 func (s *scriptedStatus) NAD(context.Context, string, string) (*nadv1.NetworkAttachmentDefinition, error) {
 	return nil, ErrNotFound
 }

@@ -1,6 +1,8 @@
 package rdma
 
 import (
+	"bytes"
+	"fmt"
 	"os"
 
 	"github.com/containernetworking/cni/pkg/skel"
@@ -32,24 +34,56 @@ func FromEnv(getenv func(string) string) (*Plugin, error) {
 
 // Funcs adapts the plugin (or the error building it) to skel.
 func Funcs(p *Plugin, buildErr error) skel.CNIFuncs {
-	wrap := func(f func(*Plugin, *skel.CmdArgs) error) func(*skel.CmdArgs) error {
+	verb := func(cmd string) func(*skel.CmdArgs) error {
 		return func(a *skel.CmdArgs) error {
 			if buildErr != nil {
 				return buildErr
 			}
-			return f(p, a)
-		}
-	}
-	return skel.CNIFuncs{
-		Add: wrap(func(p *Plugin, a *skel.CmdArgs) error {
-			res, err := p.Add(a)
+			out, err := p.Run(cmd, a)
 			if err != nil {
 				return err
 			}
-			c, _ := ParseLoose(a.StdinData)
-			return types.PrintResult(res, c.CNIVersion)
-		}),
-		Del:   wrap((*Plugin).Del),
-		Check: wrap((*Plugin).Check),
+			_, err = os.Stdout.Write(out)
+			return err
+		}
 	}
+	return skel.CNIFuncs{Add: verb("ADD"), Del: verb("DEL"), Check: verb("CHECK")}
+}
+
+// Run runs one CNI verb (ADD, DEL or CHECK) of a plugin built from getenv
+// and returns what the binary prints on stdout: ADD's result in the
+// config's cniVersion, nothing for DEL and CHECK. The CNI_* checks skel
+// does before a verb are the caller's.
+func Run(cmd string, args *skel.CmdArgs, getenv func(string) string) ([]byte, error) {
+	p, err := FromEnv(getenv)
+	if err != nil {
+		return nil, err
+	}
+	return p.Run(cmd, args)
+}
+
+// Run runs one CNI verb and returns what the binary prints on stdout.
+func (p *Plugin) Run(cmd string, a *skel.CmdArgs) ([]byte, error) {
+	switch cmd {
+	case "ADD":
+		res, err := p.Add(a)
+		if err != nil {
+			return nil, err
+		}
+		c, _ := ParseLoose(a.StdinData)
+		r, err := res.GetAsVersion(c.CNIVersion)
+		if err != nil {
+			return nil, err
+		}
+		var b bytes.Buffer
+		if err := r.PrintTo(&b); err != nil {
+			return nil, err
+		}
+		return b.Bytes(), nil
+	case "DEL":
+		return nil, p.Del(a)
+	case "CHECK":
+		return nil, p.Check(a)
+	}
+	return nil, types.NewError(types.ErrInvalidEnvironmentVariables, fmt.Sprintf("unknown CNI_COMMAND: %v", cmd), "")
 }
