@@ -284,11 +284,10 @@ func TestAgentAllocateAndPreferred(t *testing.T) {
 	}
 }
 
-func TestAgentReRegistersAfterKubeletRestart(t *testing.T) {
-	e := start(t)
-	sock := filepath.Join(e.dir, deviceplugin.SocketName("example.com/sriov_rdma"))
-	// kubelet stops, wipes the device-plugin dir (as its device manager does
-	// on start), and comes back with a new registration socket.
+// kubeletRestarts stops the registrar and wipes the device-plugin dir, as
+// kubelet's device manager does when it starts; the caller starts the new one.
+func (e *env) kubeletRestarts(t *testing.T) {
+	t.Helper()
 	e.reg.srv.Stop()
 	ents, err := os.ReadDir(e.dir)
 	if err != nil {
@@ -299,6 +298,14 @@ func TestAgentReRegistersAfterKubeletRestart(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+}
+
+func TestAgentReRegistersAfterKubeletRestart(t *testing.T) {
+	e := start(t)
+	sock := filepath.Join(e.dir, deviceplugin.SocketName("example.com/sriov_rdma"))
+	// kubelet stops, wipes the device-plugin dir (as its device manager does
+	// on start), and comes back with a new registration socket.
+	e.kubeletRestarts(t)
 	reg2 := startRegistrar(t, filepath.Join(e.dir, "kubelet.sock"))
 	eventually(t, "re-registration", func() bool { return reg2.count("example.com/sriov_rdma") == 1 })
 	if _, err := os.Stat(sock); err != nil {
@@ -315,16 +322,7 @@ func TestAgentReRegistersAfterKubeletRestart(t *testing.T) {
 func TestAgentAnswersWhileKubeletHangsInRegistration(t *testing.T) {
 	e := start(t)
 	// kubelet restarts (wiping the device-plugin dir) and then hangs in Register
-	e.reg.srv.Stop()
-	ents, err := os.ReadDir(e.dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, en := range ents {
-		if err := os.Remove(filepath.Join(e.dir, en.Name())); err != nil {
-			t.Fatal(err)
-		}
-	}
+	e.kubeletRestarts(t)
 	hold := make(chan struct{})
 	reg2 := startRegistrarHolding(t, filepath.Join(e.dir, "kubelet.sock"), hold)
 	// wait until the agent is inside Register (the call reached kubelet)

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"os"
@@ -99,6 +100,11 @@ func (d *Daemon) serveConn(c net.Conn) {
 	var req wire.Request
 	switch err := wire.Read(c, &req); {
 	case err != nil:
+		if errors.Is(err, wire.ErrTooLarge) {
+			// read the rest (bounded by the deadline) so the shim gets this
+			// answer instead of a connection reset
+			_, _ = io.Copy(io.Discard, c)
+		}
 		resp.Error = types.NewError(types.ErrDecodingFailure, "rdmanet daemon: bad request: "+err.Error(), "")
 	case req.Version != wire.Version:
 		resp.Error = types.NewError(types.ErrIncompatibleCNIVersion, fmt.Sprintf("rdmanet daemon speaks protocol v%d, the shim sent v%d; fix: install the rdmanet shim and daemon of one release", wire.Version, req.Version), "")

@@ -1,14 +1,13 @@
 package rdma
 
 import (
-	"bytes"
-	"fmt"
 	"os"
 
 	"github.com/containernetworking/cni/pkg/skel"
 	"github.com/containernetworking/cni/pkg/types"
 	"github.com/containernetworking/cni/pkg/version"
 
+	"github.com/rdmanet/rdmanet/internal/cni/verbs"
 	"github.com/rdmanet/rdmanet/internal/netops"
 	"github.com/rdmanet/rdmanet/internal/sysfs"
 )
@@ -33,22 +32,7 @@ func FromEnv(getenv func(string) string) (*Plugin, error) {
 }
 
 // Funcs adapts the plugin (or the error building it) to skel.
-func Funcs(p *Plugin, buildErr error) skel.CNIFuncs {
-	verb := func(cmd string) func(*skel.CmdArgs) error {
-		return func(a *skel.CmdArgs) error {
-			if buildErr != nil {
-				return buildErr
-			}
-			out, err := p.Run(cmd, a)
-			if err != nil {
-				return err
-			}
-			_, err = os.Stdout.Write(out)
-			return err
-		}
-	}
-	return skel.CNIFuncs{Add: verb("ADD"), Del: verb("DEL"), Check: verb("CHECK")}
-}
+func Funcs(p *Plugin, buildErr error) skel.CNIFuncs { return verbs.Skel(p.Run, buildErr) }
 
 // Run runs one CNI verb (ADD, DEL or CHECK) of a plugin built from getenv
 // and returns what the binary prints on stdout: ADD's result in the
@@ -64,26 +48,10 @@ func Run(cmd string, args *skel.CmdArgs, getenv func(string) string) ([]byte, er
 
 // Run runs one CNI verb and returns what the binary prints on stdout.
 func (p *Plugin) Run(cmd string, a *skel.CmdArgs) ([]byte, error) {
-	switch cmd {
-	case "ADD":
-		res, err := p.Add(a)
-		if err != nil {
-			return nil, err
-		}
-		c, _ := ParseLoose(a.StdinData)
-		r, err := res.GetAsVersion(c.CNIVersion)
-		if err != nil {
-			return nil, err
-		}
-		var b bytes.Buffer
-		if err := r.PrintTo(&b); err != nil {
-			return nil, err
-		}
-		return b.Bytes(), nil
-	case "DEL":
-		return nil, p.Del(a)
-	case "CHECK":
-		return nil, p.Check(a)
-	}
-	return nil, types.NewError(types.ErrInvalidEnvironmentVariables, fmt.Sprintf("unknown CNI_COMMAND: %v", cmd), "")
+	return verbs.Verbs{
+		Add:        func(a *skel.CmdArgs) (types.Result, error) { return p.Add(a) },
+		Del:        p.Del,
+		Check:      p.Check,
+		CNIVersion: func(stdin []byte) string { c, _ := ParseLoose(stdin); return c.CNIVersion },
+	}.Run(cmd, a)
 }

@@ -1,7 +1,6 @@
 package sriov
 
 import (
-	"bytes"
 	"fmt"
 	"os"
 
@@ -9,6 +8,7 @@ import (
 	"github.com/containernetworking/cni/pkg/types"
 	"github.com/containernetworking/cni/pkg/version"
 
+	"github.com/rdmanet/rdmanet/internal/cni/verbs"
 	"github.com/rdmanet/rdmanet/internal/netops"
 	"github.com/rdmanet/rdmanet/internal/sysfs"
 )
@@ -42,22 +42,7 @@ func FromEnv(getenv func(string) string) (*Plugin, error) {
 }
 
 // Funcs adapts the plugin (or the error building it) to skel.
-func Funcs(p *Plugin, buildErr error) skel.CNIFuncs {
-	verb := func(cmd string) func(*skel.CmdArgs) error {
-		return func(a *skel.CmdArgs) error {
-			if buildErr != nil {
-				return buildErr
-			}
-			out, err := p.Run(cmd, a)
-			if err != nil {
-				return err
-			}
-			_, err = os.Stdout.Write(out)
-			return err
-		}
-	}
-	return skel.CNIFuncs{Add: verb("ADD"), Del: verb("DEL"), Check: verb("CHECK")}
-}
+func Funcs(p *Plugin, buildErr error) skel.CNIFuncs { return verbs.Skel(p.Run, buildErr) }
 
 // Run runs one CNI verb (ADD, DEL or CHECK) of a plugin built from getenv
 // and returns what the binary prints on stdout: ADD's result in the
@@ -78,31 +63,10 @@ func Run(cmd string, args *skel.CmdArgs, getenv func(string) string, ipam IPAM) 
 
 // Run runs one CNI verb and returns what the binary prints on stdout.
 func (p *Plugin) Run(cmd string, a *skel.CmdArgs) ([]byte, error) {
-	switch cmd {
-	case "ADD":
-		res, err := p.Add(a)
-		if err != nil {
-			return nil, err
-		}
-		c, _ := ParseLoose(a.StdinData)
-		return printResult(res, c.CNIVersion)
-	case "DEL":
-		return nil, p.Del(a)
-	case "CHECK":
-		return nil, p.Check(a)
-	}
-	return nil, types.NewError(types.ErrInvalidEnvironmentVariables, fmt.Sprintf("unknown CNI_COMMAND: %v", cmd), "")
-}
-
-// printResult is types.PrintResult into a buffer: the same bytes.
-func printResult(res types.Result, cniVersion string) ([]byte, error) {
-	r, err := res.GetAsVersion(cniVersion)
-	if err != nil {
-		return nil, err
-	}
-	var b bytes.Buffer
-	if err := r.PrintTo(&b); err != nil {
-		return nil, err
-	}
-	return b.Bytes(), nil
+	return verbs.Verbs{
+		Add:        func(a *skel.CmdArgs) (types.Result, error) { return p.Add(a) },
+		Del:        p.Del,
+		Check:      p.Check,
+		CNIVersion: func(stdin []byte) string { c, _ := ParseLoose(stdin); return c.CNIVersion },
+	}.Run(cmd, a)
 }
