@@ -13,6 +13,7 @@ import (
 	"github.com/containernetworking/cni/pkg/version"
 	"github.com/containernetworking/plugins/pkg/ns"
 
+	"github.com/rdmanet/rdmanet/internal/cni/verbs"
 	"github.com/rdmanet/rdmanet/internal/netops"
 	"github.com/rdmanet/rdmanet/internal/sysfs"
 )
@@ -230,35 +231,24 @@ func (p *Plugin) Del(args *skel.CmdArgs) error {
 	if err != nil {
 		return err
 	}
-	lk, err := netops.LockFile(p.lockPath(rec.DeviceID))
-	if err != nil {
-		return err
-	}
-	defer lk.UnlockAndRemove()
-	if rec, err = p.find(rec.DeviceID, args.ContainerID, args.IfName); errors.Is(err, os.ErrNotExist) {
-		return nil
-	} else if err != nil {
-		return err
-	}
-	hostNS, err := ns.GetCurrentNS()
-	if err != nil {
-		return fmt.Errorf("open host netns: %w", err)
-	}
-	defer hostNS.Close()
-	var podNS ns.NetNS
-	if args.Netns != "" {
-		if n, err := ns.GetNS(args.Netns); err == nil {
-			podNS = n
-			defer n.Close()
-		}
-	}
-	if err := p.moveBack(rec, hostNS, podNS); err != nil {
-		return err
-	}
-	if err := os.Remove(p.cachePath(rec.DeviceID)); err != nil && !os.IsNotExist(err) {
-		return fmt.Errorf("rdma cache: %w", err)
-	}
-	return nil
+	bdf := rec.DeviceID
+	return verbs.DelStep{
+		Lock: p.lockPath(bdf),
+		Reread: func() (err error) {
+			rec, err = p.find(bdf, args.ContainerID, args.IfName)
+			return err
+		},
+		Netns: args.Netns,
+		Undo: func(hostNS, podNS ns.NetNS) error {
+			if err := p.moveBack(rec, hostNS, podNS); err != nil {
+				return err
+			}
+			if err := os.Remove(p.cachePath(rec.DeviceID)); err != nil && !os.IsNotExist(err) {
+				return fmt.Errorf("rdma cache: %w", err)
+			}
+			return nil
+		},
+	}.Run()
 }
 
 // Check verifies the RDMA device is in the pod netns and the mode is exclusive.

@@ -17,6 +17,7 @@ import (
 	"github.com/containernetworking/plugins/pkg/ipam"
 	"github.com/containernetworking/plugins/pkg/ns"
 
+	"github.com/rdmanet/rdmanet/internal/cni/verbs"
 	"github.com/rdmanet/rdmanet/internal/netops"
 	"github.com/rdmanet/rdmanet/internal/sysfs"
 )
@@ -559,48 +560,29 @@ func (p *Plugin) Del(args *skel.CmdArgs) error {
 	if err != nil {
 		return err
 	}
-	lk, err := netops.LockFile(p.lockPath(rec.DeviceID))
-	if err != nil {
-		return err
-	}
-	defer lk.UnlockAndRemove()
-	// Re-read under the lock: a concurrent DEL may have finished.
-	if rec, err = p.findRecord(rec.DeviceID, args.ContainerID, args.IfName); errors.Is(err, os.ErrNotExist) {
-		return nil
-	} else if err != nil {
-		return err
-	}
-	hostNS, err := ns.GetCurrentNS()
-	if err != nil {
-		return fmt.Errorf("open host netns: %w", err)
-	}
-	defer hostNS.Close()
-	var podNS ns.NetNS
-	if args.Netns != "" {
-		if n, err := ns.GetNS(args.Netns); err == nil {
-			podNS = n
-			defer n.Close()
-		} else if !isNSGone(err) {
-			return fmt.Errorf("open pod netns %q: %w", args.Netns, err)
-		}
-	}
 	stdin := args.StdinData
 	if conf.IPAMType == "" {
 		stdin = nil // use the cached config for IPAM DEL
 	}
-	if err := p.teardown(rec, hostNS, podNS, stdin); err != nil {
-		return err
-	}
-	if err := os.Remove(p.cachePath(rec.DeviceID)); err != nil && !os.IsNotExist(err) {
-		return fmt.Errorf("sriov cache: %w", err)
-	}
-	return nil
-}
-
-func isNSGone(err error) bool {
-	var nsErr ns.NSPathNotExistErr
-	var nsNot ns.NSPathNotNSErr
-	return errors.As(err, &nsErr) || errors.As(err, &nsNot) || errors.Is(err, os.ErrNotExist)
+	bdf := rec.DeviceID
+	return verbs.DelStep{
+		Lock: p.lockPath(bdf),
+		Reread: func() (err error) {
+			rec, err = p.findRecord(bdf, args.ContainerID, args.IfName)
+			return err
+		},
+		Netns:       args.Netns,
+		StrictNetns: true,
+		Undo: func(hostNS, podNS ns.NetNS) error {
+			if err := p.teardown(rec, hostNS, podNS, stdin); err != nil {
+				return err
+			}
+			if err := os.Remove(p.cachePath(rec.DeviceID)); err != nil && !os.IsNotExist(err) {
+				return fmt.Errorf("sriov cache: %w", err)
+			}
+			return nil
+		},
+	}.Run()
 }
 
 // Check verifies the interface, its addresses and routes and the VF
