@@ -1,0 +1,897 @@
+package e2e
+
+// Tests of the installation manifests under deploy/ (docs/deploy.md):
+// every object is accepted by a real kube-apiserver (server-side dry-run,
+// strict field validation), the DaemonSet's and CronJob's flags are accepted
+// by the real binaries, the init container's installer script works, and
+// each component's RBAC is sufficient for the API calls its code makes and
+// refuses calls outside them, with a token minted for its ServiceAccount.
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"sort"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	nadv1 "github.com/k8snetworkplumbingwg/network-attachment-definition-client/pkg/apis/k8s.cni.cncf.io/v1"
+	nadclient "github.com/k8snetworkplumbingwg/network-attachment-definition-client/pkg/client/clientset/versioned"
+	appsv1 "k8s.io/api/apps/v1"
+	authenticationv1 "k8s.io/api/authentication/v1"
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	k8stypes "k8s.io/apimachinery/pkg/types"
+	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+	"k8s.io/client-go/discovery"
+	"k8s.io/client-go/discovery/cached/memory"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/restmapper"
+	"k8s.io/client-go/tools/clientcmd"
+	"sigs.k8s.io/yaml"
+
+	v1alpha1 "github.com/rdmanet/rdmanet/api/ipam/v1alpha1"
+	"github.com/rdmanet/rdmanet/internal/cni/meta"
+	"github.com/rdmanet/rdmanet/internal/ipam"
+	"github.com/rdmanet/rdmanet/internal/ipam/gc"
+	"github.com/rdmanet/rdmanet/test/apiserver"
+	"github.com/rdmanet/rdmanet/test/pluginbin"
+	"github.com/rdmanet/rdmanet/test/sysfsfixture"
+)
+
+const deployNS = "rdmanet-system"
+
+// deployObject is one YAML document of a file listed in deploy/kustomization.yaml.
+type deployObject struct {
+	file string
+	obj  *unstructured.Unstructured
+}
+
+func (d deployObject) String() string {
+	return fmt.Sprintf("%s:%s/%s", d.file, d.obj.GetKind(), d.obj.GetName())
+}
+
+func deployDir(t testing.TB) string {
+	t.Helper()
+	root, err := apiserver.RepoRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return filepath.Join(root, "deploy")
+}
+
+type kustomization struct {
+	APIVersion string   `json:"apiVersion"`
+	Kind       string   `json:"kind"`
+	Resources  []string `json:"resources"`
+	Images     []struct {
+		Name    string `json:"name"`
+		NewName string `json:"newName"`
+		NewTag  string `json:"newTag"`
+	} `json:"images"`
+}
+
+func readKustomization(t testing.TB) kustomization {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(deployDir(t), "kustomization.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var k kustomization
+	if err := yaml.UnmarshalStrict(b, &k); err != nil {
+		t.Fatalf("deploy/kustomization.yaml: %v", err)
+	}
+	return k
+}
+
+// loadDeploy decodes every object of the kustomization, in its order.
+func loadDeploy(t testing.TB) []deployObject {
+	t.Helper()
+	var out []deployObject
+	for _, f := range readKustomization(t).Resources {
+		data, err := os.ReadFile(filepath.Join(deployDir(t), f))
+		if err != nil {
+			t.Fatalf("deploy/kustomization.yaml resource %s: %v", f, err)
+		}
+		dec := utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader(data), 4096)
+		for {
+			var m map[string]any
+			if err := dec.Decode(&m); err != nil {
+				if errors.Is(err, io.EOF) {
+					break
+				}
+				t.Fatalf("deploy/%s: %v", f, err)
+			}
+			if len(m) == 0 {
+				continue
+			}
+			out = append(out, deployObject{file: f, obj: &unstructured.Unstructured{Object: m}})
+		}
+	}
+	if len(out) == 0 {
+		t.Fatal("deploy/kustomization.yaml lists no objects")
+	}
+	return out
+}
+
+// deployTyped finds kind/name among the deploy objects and converts it to T.
+func deployTyped[T any](t testing.TB, objs []deployObject, kind, name string) *T {
+	t.Helper()
+	for _, d := range objs {
+		if d.obj.GetKind() == kind && d.obj.GetName() == name {
+			out := new(T)
+			if err := runtime.DefaultUnstructuredConverter.FromUnstructuredWithValidation(d.obj.Object, out, true); err != nil {
+				t.Fatalf("%s: %v", d, err)
+			}
+			return out
+		}
+	}
+	t.Fatalf("deploy/ has no %s %s", kind, name)
+	return nil
+}
+
+func deployContainer(t testing.TB, cs []corev1.Container, name string) corev1.Container {
+	t.Helper()
+	for _, c := range cs {
+		if c.Name == name {
+			return c
+		}
+	}
+	t.Fatalf("no container %s", name)
+	return corev1.Container{}
+}
+
+func deployNodeConfig(t testing.TB, objs []deployObject, key string) string {
+	t.Helper()
+	cm := deployTyped[corev1.ConfigMap](t, objs, "ConfigMap", "rdmanet-node-config")
+	v, ok := cm.Data[key]
+	if !ok {
+		t.Fatalf("ConfigMap rdmanet-node-config has no key %s", key)
+	}
+	return v
+}
+
+// TestDeployKustomization: the kustomization lists every manifest under
+// deploy/ (so the dry-run below covers all of them), and every image is the
+// placeholder without a registry host, with the tag the kustomization sets.
+func TestDeployKustomization(t *testing.T) {
+	k := readKustomization(t)
+	dir := deployDir(t)
+	var onDisk []string
+	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if ext := filepath.Ext(p); !d.IsDir() && (ext == ".yaml" || ext == ".yml") && d.Name() != "kustomization.yaml" {
+			rel, _ := filepath.Rel(dir, p)
+			onDisk = append(onDisk, filepath.ToSlash(rel))
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	listed := slices.Clone(k.Resources)
+	sort.Strings(onDisk)
+	sort.Strings(listed)
+	if !slices.Equal(onDisk, listed) {
+		t.Fatalf("deploy/kustomization.yaml resources %v, files under deploy/ %v", listed, onDisk)
+	}
+	if len(k.Images) != 1 || k.Images[0].Name != "rdmanet/rdmanet" || k.Images[0].NewTag == "" {
+		t.Fatalf("kustomization images = %+v, want one entry for rdmanet/rdmanet with newTag", k.Images)
+	}
+	want := "rdmanet/rdmanet:" + k.Images[0].NewTag
+	objs := loadDeploy(t)
+	ds := deployTyped[appsv1.DaemonSet](t, objs, "DaemonSet", "rdmanet-node")
+	cj := deployTyped[batchv1.CronJob](t, objs, "CronJob", "rdmanet-ipam-gc")
+	var all []corev1.Container
+	all = append(all, ds.Spec.Template.Spec.InitContainers...)
+	all = append(all, ds.Spec.Template.Spec.Containers...)
+	all = append(all, cj.Spec.JobTemplate.Spec.Template.Spec.Containers...)
+	for _, c := range all {
+		if c.Image != want {
+			t.Errorf("container %s: image %q, want %q (no registry host; the operator sets it)", c.Name, c.Image, want)
+		}
+	}
+}
+
+// TestDeployDryRun: every object under deploy/ is accepted by the real API
+// server — server-side dry-run create with strict field validation (CRDs
+// the harness installed already exist: a dry-run server-side apply instead).
+// The namespace is then created for real, so namespaced objects pass admission.
+func TestDeployDryRun(t *testing.T) {
+	api := apiserver.Shared(t)
+	cfg := api.Config()
+	dc, err := discovery.NewDiscoveryClientForConfig(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mapper := restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(dc))
+	dyn, err := dynamic.NewForConfig(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	for _, d := range loadDeploy(t) {
+		t.Run(d.file+"/"+d.obj.GetKind()+"/"+d.obj.GetName(), func(t *testing.T) {
+			ri := resourceFor(t, mapper, dyn, d)
+			obj := d.obj.DeepCopy()
+			dry := []string{metav1.DryRunAll}
+			_, err := ri.Create(ctx, obj, metav1.CreateOptions{DryRun: dry, FieldValidation: "Strict"})
+			if apierrors.IsAlreadyExists(err) {
+				data, jerr := json.Marshal(obj)
+				if jerr != nil {
+					t.Fatal(jerr)
+				}
+				force := true
+				_, err = ri.Patch(ctx, obj.GetName(), k8stypes.ApplyPatchType, data,
+					metav1.PatchOptions{DryRun: dry, FieldManager: "rdmanet-deploy-test", Force: &force, FieldValidation: "Strict"})
+			}
+			if err != nil {
+				t.Fatalf("%s rejected by the API server: %v", d, err)
+			}
+			if d.obj.GetKind() == "Namespace" {
+				if _, err := ri.Create(ctx, d.obj.DeepCopy(), metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+					t.Fatal(err)
+				}
+			}
+		})
+	}
+}
+
+func resourceFor(t testing.TB, mapper apimeta.RESTMapper, dyn dynamic.Interface, d deployObject) dynamic.ResourceInterface {
+	t.Helper()
+	gvk := d.obj.GroupVersionKind()
+	m, err := mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
+	if err != nil {
+		t.Fatalf("%s: RESTMapper: %v", d, err)
+	}
+	if m.Scope.Name() == apimeta.RESTScopeNameNamespace {
+		if d.obj.GetNamespace() == "" {
+			t.Fatalf("%s: namespaced %s without metadata.namespace", d, gvk.Kind)
+		}
+		return dyn.Resource(m.Resource).Namespace(d.obj.GetNamespace())
+	}
+	if d.obj.GetNamespace() != "" {
+		t.Fatalf("%s: cluster-scoped %s with metadata.namespace", d, gvk.Kind)
+	}
+	return dyn.Resource(m.Resource)
+}
+
+// applyDeploy creates (server-side apply) the deploy objects of the given kinds for real.
+func applyDeploy(t testing.TB, api *apiserver.Server, kinds ...string) []deployObject {
+	t.Helper()
+	cfg := api.Config()
+	dc, err := discovery.NewDiscoveryClientForConfig(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mapper := restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(dc))
+	dyn, err := dynamic.NewForConfig(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	objs := loadDeploy(t)
+	force := true
+	for _, d := range objs {
+		if !slices.Contains(kinds, d.obj.GetKind()) {
+			continue
+		}
+		data, err := json.Marshal(d.obj.Object)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := resourceFor(t, mapper, dyn, d).Patch(context.Background(), d.obj.GetName(), k8stypes.ApplyPatchType, data,
+			metav1.PatchOptions{FieldManager: "rdmanet-deploy-test", Force: &force, FieldValidation: "Strict"}); err != nil {
+			t.Fatalf("apply %s: %v", d, err)
+		}
+	}
+	return objs
+}
+
+// TestDeployNodeConfig: the ConfigMaps' content parses with the code that
+// reads it on the node, and the DaemonSet mounts every host path that config
+// and the containers' flags name.
+func TestDeployNodeConfig(t *testing.T) {
+	objs := loadDeploy(t)
+	conf, err := meta.ParseConfig([]byte(deployNodeConfig(t, objs, "00-rdmanet.conf")))
+	if err != nil {
+		t.Fatalf("00-rdmanet.conf: %v", err)
+	}
+	if conf.Source.Type != "kubernetes" || conf.DaemonSocket == "" || conf.DeviceInfoDir == "" {
+		t.Fatalf("00-rdmanet.conf: source %q, daemonSocket %q, deviceInfoDir %q", conf.Source.Type, conf.DaemonSocket, conf.DeviceInfoDir)
+	}
+	// The seed's NAD, unchanged, takes the kubernetes store from the node config.
+	var nad struct {
+		Plugins []struct {
+			IPAM json.RawMessage `json:"ipam"`
+		} `json:"plugins"`
+	}
+	if err := json.Unmarshal([]byte(seedNAD), &nad); err != nil {
+		t.Fatal(err)
+	}
+	ic, err := ipam.Parse([]byte(`{"cniVersion":"0.3.1","name":"face-training-rdma","ipam":`+string(nad.Plugins[0].IPAM)+`}`),
+		ipam.Env{NodeConfig: []byte(deployNodeConfig(t, objs, "rdmanet-ipam.conf"))})
+	if err != nil {
+		t.Fatalf("seed NAD with rdmanet-ipam.conf: %v", err)
+	}
+	if ic.Store.Type != ipam.StoreKubernetes || ic.Store.Kubeconfig != "/etc/cni/net.d/rdmanet-ipam.d/rdmanet-ipam.kubeconfig" ||
+		ic.Store.Path != ipam.DefaultLocalStorePath {
+		t.Fatalf("rdmanet-ipam.conf gives store %+v", ic.Store)
+	}
+	if conf.Kubeconfig != "/etc/cni/net.d/rdmanet.d/rdmanet.kubeconfig" {
+		t.Fatalf("00-rdmanet.conf kubeconfig %q is not where install.sh writes it", conf.Kubeconfig)
+	}
+
+	ds := deployTyped[appsv1.DaemonSet](t, objs, "DaemonSet", "rdmanet-node")
+	pod := ds.Spec.Template.Spec
+	daemon := deployContainer(t, pod.Containers, "rdmanet-daemon")
+	agent := deployContainer(t, pod.Containers, "rdmanet-agent")
+	if pod.AutomountServiceAccountToken == nil || *pod.AutomountServiceAccountToken || pod.ServiceAccountName != "rdmanet-daemon" {
+		t.Errorf("pod: serviceAccountName %q, automountServiceAccountToken %v", pod.ServiceAccountName, pod.AutomountServiceAccountToken)
+	}
+	if !pod.HostNetwork || len(pod.Tolerations) != 1 || pod.Tolerations[0].Operator != corev1.TolerationOpExists || pod.Tolerations[0].Key != "" {
+		t.Errorf("pod: hostNetwork %v, tolerations %+v: want hostNetwork and one toleration of every taint", pod.HostNetwork, pod.Tolerations)
+	}
+	env := map[string]string{}
+	for _, e := range daemon.Env {
+		if e.ValueFrom != nil && e.ValueFrom.FieldRef != nil {
+			env[e.Name] = e.ValueFrom.FieldRef.FieldPath
+		}
+	}
+	if env["NODE_NAME"] != "spec.nodeName" || env["NODENAME"] != "spec.nodeName" {
+		t.Errorf("rdmanet-daemon env from the downward API: %v", env)
+	}
+	if p := daemon.ReadinessProbe; p == nil || p.Exec == nil || !slices.Equal(p.Exec.Command, []string{"test", "-S", conf.DaemonSocket}) {
+		t.Errorf("rdmanet-daemon readiness probe %+v does not test the config's daemonSocket %s", daemon.ReadinessProbe, conf.DaemonSocket)
+	}
+	for _, a := range agent.Args {
+		if strings.HasPrefix(a, "--sysfs-root=") || strings.HasPrefix(a, "--proc-root=") {
+			continue
+		}
+		if k, v, ok := strings.Cut(a, "="); ok && strings.HasPrefix(v, "/") {
+			mountedIn(t, agent, k, v)
+		}
+	}
+	for _, a := range daemon.Args {
+		if k, v, ok := strings.Cut(a, "="); ok && strings.HasPrefix(v, "/") {
+			mountedIn(t, daemon, k, v)
+		}
+	}
+	for _, p := range []struct{ field, path string }{
+		{"kubeconfig", conf.Kubeconfig}, {"confDir", conf.ConfDir}, {"binDir", conf.BinDir}, {"cniDir", conf.CNIDir},
+		{"podResourcesSocket", conf.PodResourcesSocket}, {"deviceInfoDir", conf.DeviceInfoDir}, {"daemonSocket", conf.DaemonSocket},
+		{"ipam store.kubeconfig", ic.Store.Kubeconfig}, {"ipam store.path", ic.Store.Path},
+		{"sriov state", "/var/lib/cni/sriov"}, {"rdma state", "/var/lib/cni/rdma"}, {"netns", "/var/run/netns"},
+	} {
+		mountedIn(t, daemon, p.field, p.path)
+	}
+}
+
+// mountedIn fails unless path lies under one of c's volume mounts.
+func mountedIn(t testing.TB, c corev1.Container, what, path string) {
+	t.Helper()
+	for _, m := range c.VolumeMounts {
+		if path == m.MountPath || strings.HasPrefix(path, strings.TrimSuffix(m.MountPath, "/")+"/") {
+			return
+		}
+	}
+	t.Errorf("container %s: %s %s is not under any volume mount", c.Name, what, path)
+}
+
+// TestDeployBinaryFlags: the real binaries accept the manifests' flags.
+// rdmanet-daemon parses the DaemonSet's args (then --help stops it);
+// rdmanet-agent runs with the DaemonSet's args and config in --once mode on
+// the simulated node and builds the seed's pool from it. (rdmanet-ipam gc
+// runs with the CronJob's args in TestDeployRBAC.)
+func TestDeployBinaryFlags(t *testing.T) {
+	objs := loadDeploy(t)
+	pod := deployTyped[appsv1.DaemonSet](t, objs, "DaemonSet", "rdmanet-node").Spec.Template.Spec
+	t.Run("rdmanet-daemon", func(t *testing.T) {
+		c := deployContainer(t, pod.Containers, "rdmanet-daemon")
+		out, err := exec.Command(filepath.Join(binDir, "rdmanet-daemon"), append(slices.Clone(c.Args), "--help")...).CombinedOutput()
+		if err != nil {
+			t.Fatalf("rdmanet-daemon %v --help: %v\n%s", c.Args, err, out)
+		}
+	})
+	t.Run("rdmanet-agent", func(t *testing.T) {
+		dir := t.TempDir()
+		if err := pluginbin.Build(dir, "github.com/rdmanet/rdmanet/cmd/rdmanet-agent"); err != nil {
+			t.Fatal(err)
+		}
+		fix, err := sysfsfixture.NewStandard(filepath.Join(dir, "sys"), sysfsfixture.StandardOptions{RoCEVFs: 4})
+		if err != nil {
+			t.Fatal(err)
+		}
+		cm := deployTyped[corev1.ConfigMap](t, objs, "ConfigMap", "rdmanet-agent-config")
+		confFile := filepath.Join(dir, "config.json")
+		if err := os.WriteFile(confFile, []byte(cm.Data["config.json"]), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		c := deployContainer(t, pod.Containers, "rdmanet-agent")
+		var args []string
+		for _, a := range c.Args {
+			switch k, _, _ := strings.Cut(a, "="); k {
+			case "--config":
+				a = "--config=" + confFile
+			case "--sysfs-root":
+				a = "--sysfs-root=" + fix.Root
+			case "--device-plugin-dir", "--devinfo-dir":
+				a = k + "=" + filepath.Join(dir, strings.TrimPrefix(k, "--"))
+			}
+			args = append(args, a)
+		}
+		out, err := exec.Command(filepath.Join(dir, "rdmanet-agent"), append(args, "--once", "-o", "json")...).CombinedOutput()
+		if err != nil {
+			t.Fatalf("rdmanet-agent %v --once: %v\n%s", args, err, out)
+		}
+		if !bytes.Contains(out, []byte(`"example.com/sriov_rdma"`)) {
+			t.Fatalf("rdmanet-agent --once with the deploy config does not report the seed pool:\n%s", out)
+		}
+	})
+}
+
+var deployUniq atomic.Int64
+
+func deployName(prefix string) string {
+	return fmt.Sprintf("%s-%d-%d", prefix, time.Now().UnixNano()%1e6, deployUniq.Add(1))
+}
+
+// installNode runs the DaemonSet's installer script (the ConfigMap's
+// install.sh, as the init container runs it) in a temporary root, with the
+// e2e binaries as the image's and the given tokens as the Secrets'.
+// It returns the CNI config dir it wrote.
+func installNode(t *testing.T, api *apiserver.Server, objs []deployObject, tokens map[string]string) string {
+	t.Helper()
+	root := t.TempDir()
+	cfg := api.Config()
+	ca, err := os.ReadFile(cfg.CAFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	configDir, tokenDir := filepath.Join(root, "config"), filepath.Join(root, "tokens")
+	cm := deployTyped[corev1.ConfigMap](t, objs, "ConfigMap", "rdmanet-node-config")
+	for k, v := range cm.Data {
+		writeFile(t, filepath.Join(configDir, k), v, 0o644)
+	}
+	for dir, token := range tokens {
+		writeFile(t, filepath.Join(tokenDir, dir, "token"), token, 0o400)
+		writeFile(t, filepath.Join(tokenDir, dir, "ca.crt"), string(ca), 0o400)
+	}
+	u, err := url.Parse(cfg.Host)
+	if err != nil {
+		t.Fatal(err)
+	}
+	confDir, cniBin := filepath.Join(root, "etc/cni/net.d"), filepath.Join(root, "opt/cni/bin")
+	init := deployTyped[appsv1.DaemonSet](t, objs, "DaemonSet", "rdmanet-node").Spec.Template.Spec.InitContainers
+	if len(init) != 1 || !slices.Equal(init[0].Command, []string{"/bin/sh", "/etc/rdmanet/node/install.sh"}) {
+		t.Fatalf("init containers %+v: want one running /etc/rdmanet/node/install.sh", init)
+	}
+	cmd := exec.Command("/bin/sh", filepath.Join(configDir, "install.sh"))
+	cmd.Env = append(os.Environ(), "SRC_DIR="+binDir, "CNI_BIN_DIR="+cniBin, "CNI_CONF_DIR="+confDir,
+		"CONFIG_DIR="+configDir, "TOKEN_DIR="+tokenDir, "KUBERNETES_SERVICE_HOST="+u.Hostname(), "KUBERNETES_SERVICE_PORT="+u.Port())
+	for _, e := range init[0].Env {
+		cmd.Env = append(cmd.Env, e.Name+"="+e.Value)
+	}
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("install.sh: %v\n%s", err, out)
+	}
+	for _, b := range []string{"rdmanet", "rdmanet-direct", "sriov", "rdma", "rdmanet-ipam", "whereabouts"} {
+		if st, err := os.Stat(filepath.Join(cniBin, b)); err != nil || st.Mode().Perm() != 0o755 {
+			t.Errorf("install.sh: %s/%s: %v %v", cniBin, b, st, err)
+		}
+	}
+	for _, f := range []string{"rdmanet.d/token", "rdmanet.d/rdmanet.kubeconfig", "rdmanet-ipam.d/token", "rdmanet-ipam.d/rdmanet-ipam.kubeconfig"} {
+		if st, err := os.Stat(filepath.Join(confDir, f)); err != nil || st.Mode().Perm() != 0o600 {
+			t.Errorf("install.sh: %s: %v %v, want mode 0600", f, st, err)
+		}
+	}
+	if b, err := os.ReadFile(filepath.Join(confDir, "00-rdmanet.conf")); err != nil || string(b) != cm.Data["00-rdmanet.conf"] {
+		t.Errorf("install.sh: 00-rdmanet.conf = %q, %v", b, err)
+	}
+	if b, err := os.ReadFile(filepath.Join(confDir, "rdmanet-ipam.d/rdmanet-ipam.conf")); err != nil || string(b) != cm.Data["rdmanet-ipam.conf"] {
+		t.Errorf("install.sh: rdmanet-ipam.conf = %q, %v", b, err)
+	}
+	return confDir
+}
+
+func writeFile(t testing.TB, path, content string, mode os.FileMode) {
+	t.Helper()
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, []byte(content), mode); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func mintToken(t testing.TB, admin kubernetes.Interface, sa string) string {
+	t.Helper()
+	exp := int64(3600)
+	tr, err := admin.CoreV1().ServiceAccounts(deployNS).CreateToken(context.Background(), sa,
+		&authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: &exp}}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatalf("TokenRequest for %s/%s: %v", deployNS, sa, err)
+	}
+	return tr.Status.Token
+}
+
+// forbidden runs each call and requires a 403 from the API server.
+func forbidden(t *testing.T, calls []apiCall) {
+	t.Helper()
+	for _, c := range calls {
+		t.Run("forbidden/"+c.name, func(t *testing.T) {
+			err := c.call(context.Background())
+			if !apierrors.IsForbidden(err) {
+				t.Fatalf("want Forbidden, got %v", err)
+			}
+		})
+	}
+}
+
+type apiCall struct {
+	name string
+	call func(context.Context) error
+}
+
+// TestDeployRBAC: with the deploy ServiceAccounts, ClusterRoles and
+// bindings created for real and a TokenRequest token per ServiceAccount,
+// written on a simulated node by the DaemonSet's installer script (and for
+// gc, the CronJob's kubeconfig), each component's real code path works, and
+// calls outside its role are Forbidden.
+func TestDeployRBAC(t *testing.T) {
+	api := apiserver.Shared(t)
+	ctx := context.Background()
+	admin, err := kubernetes.NewForConfig(api.Config())
+	if err != nil {
+		t.Fatal(err)
+	}
+	nads, err := nadclient.NewForConfig(api.Config())
+	if err != nil {
+		t.Fatal(err)
+	}
+	objs := applyDeploy(t, api, "Namespace", "ServiceAccount", "ClusterRole", "ClusterRoleBinding")
+	confDir := installNode(t, api, objs, map[string]string{
+		"daemon": mintToken(t, admin, "rdmanet-daemon"),
+		"ipam":   mintToken(t, admin, "rdmanet-ipam"),
+	})
+
+	// Objects the components work on.
+	ns := deployName("deploy-rbac")
+	if _, err := admin.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	nad := &nadv1.NetworkAttachmentDefinition{ObjectMeta: metav1.ObjectMeta{Name: "face-training-rdma", Namespace: ns,
+		Annotations: map[string]string{"k8s.v1.cni.cncf.io/resourceName": resourceName}}, Spec: nadv1.NetworkAttachmentDefinitionSpec{Config: seedNAD}}
+	if _, err := nads.K8sCniCncfIoV1().NetworkAttachmentDefinitions(ns).Create(ctx, nad, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	mkPod := func(name, node string) *corev1.Pod {
+		p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
+			Spec: corev1.PodSpec{NodeName: node, Containers: []corev1.Container{{Name: "c", Image: "busybox"}}}}
+		p, err := admin.CoreV1().Pods(ns).Create(ctx, p, metav1.CreateOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	mine, other := mkPod("on-this-node", nodeName), mkPod("on-other-node", "gpu-node-2")
+
+	t.Run("rdmanet-daemon", func(t *testing.T) {
+		kubeconfig := filepath.Join(confDir, "rdmanet.d", "rdmanet.kubeconfig")
+		live, err := meta.NewKubeSource(kubeconfig, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		sctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		defer cancel()
+		src, err := meta.NewCachedSource(sctx, live, nodeName)
+		if err != nil {
+			t.Fatalf("informers with the rdmanet-daemon token: %v", err)
+		}
+		if _, err := src.Pod(ctx, ns, mine.Name); err != nil {
+			t.Fatalf("pod of this node: %v", err)
+		}
+		if _, err := src.Pod(ctx, ns, other.Name); err != nil { // cache miss: live GET
+			t.Fatalf("live GET of a pod: %v", err)
+		}
+		if _, err := src.NAD(ctx, ns, nad.Name); err != nil {
+			t.Fatalf("NAD: %v", err)
+		}
+		if _, err := src.NAD(ctx, ns, "absent"); !errors.Is(err, meta.ErrNotFound) { // cache miss: live GET
+			t.Fatalf("live GET of an absent NAD: %v, want ErrNotFound", err)
+		}
+		// The informers keep up: a NAD created now reaches the cache. Their
+		// watches are allowed (checked directly: a reflector whose watch is
+		// refused falls back to relisting, which would hide it), and so are
+		// their lists (below).
+		later := nad.DeepCopy()
+		later.Name, later.ResourceVersion = "created-after-sync", ""
+		if _, err := nads.K8sCniCncfIoV1().NetworkAttachmentDefinitions(ns).Create(ctx, later, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+			if _, err := src.NADCached(ctx, ns, later.Name); err == nil {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatal("a NAD created after the first sync never reached the informer cache (watch)")
+			}
+		}
+		w, err := live.Core.CoreV1().Pods("").Watch(ctx, metav1.ListOptions{FieldSelector: "spec.nodeName=" + nodeName})
+		if err != nil {
+			t.Fatalf("watch of this node's pods: %v", err)
+		}
+		w.Stop()
+		if w, err = live.NADs.K8sCniCncfIoV1().NetworkAttachmentDefinitions("").Watch(ctx, metav1.ListOptions{}); err != nil {
+			t.Fatalf("watch of NADs: %v", err)
+		}
+		w.Stop()
+		// client-go's informers make their first list a streaming watch
+		// (WatchListClient) and fall back to a plain list on API servers
+		// without it: that list must be allowed too.
+		if _, err := live.Core.CoreV1().Pods("").List(ctx, metav1.ListOptions{FieldSelector: "spec.nodeName=" + nodeName}); err != nil {
+			t.Fatalf("list of this node's pods: %v", err)
+		}
+		if _, err := live.NADs.K8sCniCncfIoV1().NetworkAttachmentDefinitions("").List(ctx, metav1.ListOptions{}); err != nil {
+			t.Fatalf("list of NADs: %v", err)
+		}
+		st := []nadv1.NetworkStatus{{Name: ns + "/" + nad.Name, Interface: "net1", IPs: []string{"10.60.1.5"}}}
+		if err := src.SetNetworkStatus(ctx, ns, mine.Name, mine.UID, st); err != nil {
+			t.Fatalf("SetNetworkStatus with the rdmanet-daemon token: %v", err)
+		}
+		got, err := admin.CoreV1().Pods(ns).Get(ctx, mine.Name, metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !strings.Contains(got.Annotations[meta.NetworkStatusAnnotation], "10.60.1.5") {
+			t.Fatalf("network-status not written: %v", got.Annotations)
+		}
+		rc, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
+		if err != nil {
+			t.Fatal(err)
+		}
+		store, err := ipam.NewKubeStore(rc)
+		if err != nil {
+			t.Fatal(err)
+		}
+		core := live.Core.CoreV1()
+		forbidden(t, []apiCall{
+			{"delete pod", func(ctx context.Context) error { return core.Pods(ns).Delete(ctx, other.Name, metav1.DeleteOptions{}) }},
+			{"patch pod", func(ctx context.Context) error {
+				_, err := core.Pods(ns).Patch(ctx, mine.Name, k8stypes.MergePatchType, []byte(`{"metadata":{"labels":{"x":"y"}}}`), metav1.PatchOptions{})
+				return err
+			}},
+			{"update pod status", func(ctx context.Context) error {
+				_, err := core.Pods(ns).UpdateStatus(ctx, got, metav1.UpdateOptions{})
+				return err
+			}},
+			{"create pod", func(ctx context.Context) error {
+				_, err := core.Pods(ns).Create(ctx, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "x"}, Spec: mine.Spec}, metav1.CreateOptions{})
+				return err
+			}},
+			{"list secrets", func(ctx context.Context) error {
+				_, err := core.Secrets("").List(ctx, metav1.ListOptions{})
+				return err
+			}},
+			{"list nodes", func(ctx context.Context) error { _, err := core.Nodes().List(ctx, metav1.ListOptions{}); return err }},
+			{"delete NAD", func(ctx context.Context) error {
+				return live.NADs.K8sCniCncfIoV1().NetworkAttachmentDefinitions(ns).Delete(ctx, nad.Name, metav1.DeleteOptions{})
+			}},
+			{"list ipamblocks", func(ctx context.Context) error { _, err := store.List(ctx, ipam.Pool{}, ""); return err }},
+		})
+	})
+
+	// The IPAM plugin's allocations on a node that does not exist, for pods
+	// that do not exist: what gc then collects.
+	network := deployName("deploy-rbac-net")
+	ipamNode := deployName("deploy-gone-node")
+	ipamCfg, err := ipam.Parse([]byte(`{"cniVersion":"1.0.0","name":"t","ipam":{"range":"10.77.0.0/24","network_name":"`+network+`"}}`), ipam.Env{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := ipamCfg.Ranges[0]
+	pool := ipam.Pool{Network: network, Prefix: r.Prefix}
+	t.Run("rdmanet-ipam", func(t *testing.T) {
+		rc, err := ipam.RESTConfigFromKubeconfig(filepath.Join(confDir, "rdmanet-ipam.d", "rdmanet-ipam.kubeconfig"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		store, err := ipam.NewKubeStore(rc)
+		if err != nil {
+			t.Fatal(err)
+		}
+		dir := t.TempDir()
+		// Two allocators of one node: the second has no cache and lists, reads, updates.
+		alloc := func() *ipam.Allocator {
+			return &ipam.Allocator{Store: store, Node: ipamNode, Lock: &ipam.FileLock{Dir: dir}, StateDir: t.TempDir()}
+		}
+		a, b := alloc(), alloc()
+		owners := []ipam.Owner{
+			{ContainerID: "c1", IfName: "net1", PodNamespace: ns, PodName: "gone-1", PodUID: "u1"},
+			{ContainerID: "c2", IfName: "net1", PodNamespace: ns, PodName: "gone-2", PodUID: "u2"},
+		}
+		for i, o := range owners {
+			al := []*ipam.Allocator{a, b}[i]
+			if _, err := al.Allocate(ctx, network, r, o); err != nil {
+				t.Fatalf("allocate with the rdmanet-ipam token: %v", err)
+			}
+		}
+		// A repeated ADD answered from b's node cache is confirmed with a GET.
+		if _, err := b.Allocate(ctx, network, r, owners[1]); err != nil {
+			t.Fatalf("repeated allocate with the rdmanet-ipam token: %v", err)
+		}
+		if err := b.Release(ctx, pool, owners[0]); err != nil {
+			t.Fatalf("release with the rdmanet-ipam token: %v", err)
+		}
+		blocks, err := store.List(ctx, pool, ipamNode)
+		if err != nil || len(blocks) != 1 {
+			t.Fatalf("blocks of %s: %d, %v", ipamNode, len(blocks), err)
+		}
+		cl, err := gc.NewKubeCluster(rc)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cs, err := kubernetes.NewForConfig(rc)
+		if err != nil {
+			t.Fatal(err)
+		}
+		forbidden(t, []apiCall{
+			{"delete ipamblock", func(ctx context.Context) error { return store.Delete(ctx, &blocks[0]) }},
+			{"list pods", func(ctx context.Context) error { _, err := cl.Pods(ctx); return err }},
+			{"list nodes", func(ctx context.Context) error { _, err := cl.Nodes(ctx); return err }},
+			{"get pod", func(ctx context.Context) error {
+				_, err := cs.CoreV1().Pods(ns).Get(ctx, mine.Name, metav1.GetOptions{})
+				return err
+			}},
+			{"list secrets", func(ctx context.Context) error {
+				_, err := cs.CoreV1().Secrets("").List(ctx, metav1.ListOptions{})
+				return err
+			}},
+		})
+	})
+
+	t.Run("rdmanet-ipam-gc", func(t *testing.T) {
+		// The CronJob's kubeconfig, pointed at this server and a file with the token.
+		cm := deployTyped[corev1.ConfigMap](t, objs, "ConfigMap", "rdmanet-ipam-gc-kubeconfig")
+		kc, err := clientcmd.Load([]byte(cm.Data["kubeconfig"]))
+		if err != nil {
+			t.Fatal(err)
+		}
+		dir := t.TempDir()
+		tokenFile := filepath.Join(dir, "token")
+		writeFile(t, tokenFile, mintToken(t, admin, "rdmanet-ipam-gc"), 0o600)
+		kctx := kc.Contexts[kc.CurrentContext]
+		if kctx == nil || kc.AuthInfos[kctx.AuthInfo].TokenFile != "/var/run/secrets/kubernetes.io/serviceaccount/token" {
+			t.Fatalf("gc kubeconfig does not read the pod's service account token: %+v", kctx)
+		}
+		kc.Clusters[kctx.Cluster].Server = api.Config().Host
+		kc.Clusters[kctx.Cluster].CertificateAuthority = api.Config().CAFile
+		kc.AuthInfos[kctx.AuthInfo].TokenFile = tokenFile
+		kubeconfig := filepath.Join(dir, "kubeconfig")
+		if err := clientcmd.WriteToFile(*kc, kubeconfig); err != nil {
+			t.Fatal(err)
+		}
+		cj := deployTyped[batchv1.CronJob](t, objs, "CronJob", "rdmanet-ipam-gc")
+		c := cj.Spec.JobTemplate.Spec.Template.Spec.Containers[0]
+		if cj.Spec.JobTemplate.Spec.Template.Spec.ServiceAccountName != "rdmanet-ipam-gc" || !slices.Equal(c.Command, []string{"/opt/rdmanet/bin/rdmanet-ipam", "gc"}) {
+			t.Fatalf("CronJob runs %v as %q", c.Command, cj.Spec.JobTemplate.Spec.Template.Spec.ServiceAccountName)
+		}
+		var args []string
+		for _, a := range c.Args {
+			if strings.HasPrefix(a, "-kubeconfig=") {
+				a = "-kubeconfig=" + kubeconfig
+			}
+			args = append(args, a)
+		}
+		rc, err := ipam.RESTConfigFromKubeconfig(kubeconfig)
+		if err != nil {
+			t.Fatal(err)
+		}
+		store, err := ipam.NewKubeStore(rc)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cluster, err := gc.NewKubeCluster(rc)
+		if err != nil {
+			t.Fatal(err)
+		}
+		// gc.Run as `rdmanet-ipam gc` runs it, with another writer changing
+		// the block before gc's first update: gc re-reads it (GET), updates
+		// it and deletes it (the node is gone).
+		adminStore, err := ipam.NewKubeStore(api.Config())
+		if err != nil {
+			t.Fatal(err)
+		}
+		rep, err := gc.Run(ctx, gc.Options{Store: &conflictOnce{Store: store, other: adminStore}, Cluster: cluster, Network: network})
+		if err != nil {
+			t.Fatalf("gc with the rdmanet-ipam-gc token: %v", err)
+		}
+		if len(rep.Released) != 1 || len(rep.DeletedBlocks) != 1 {
+			t.Fatalf("gc released %d addresses and deleted %d blocks, want 1 and 1: %+v", len(rep.Released), len(rep.DeletedBlocks), rep)
+		}
+		// The CronJob's command line, flags and kubeconfig: nothing left to do.
+		var stdout, stderr bytes.Buffer
+		if code := gc.Main(append(args, "-network="+network), &stdout, &stderr); code != 0 {
+			t.Fatalf("rdmanet-ipam gc %v with the rdmanet-ipam-gc token: exit %d\n%s%s", args, code, stdout.String(), stderr.String())
+		}
+		if !strings.Contains(stdout.String(), "released=0 ") {
+			t.Fatalf("rdmanet-ipam gc after gc: %s", stdout.String())
+		}
+		cs, err := kubernetes.NewForConfig(rc)
+		if err != nil {
+			t.Fatal(err)
+		}
+		forbidden(t, []apiCall{
+			{"create ipamblock", func(ctx context.Context) error {
+				_, err := store.Create(ctx, &v1alpha1.IPAMBlock{ObjectMeta: metav1.ObjectMeta{Name: deployName("gc-forbidden")}})
+				return err
+			}},
+			{"get pod", func(ctx context.Context) error {
+				_, err := cs.CoreV1().Pods(ns).Get(ctx, mine.Name, metav1.GetOptions{})
+				return err
+			}},
+			{"watch pods", func(ctx context.Context) error {
+				w, err := cs.CoreV1().Pods("").Watch(ctx, metav1.ListOptions{})
+				if err == nil {
+					w.Stop()
+				}
+				return err
+			}},
+			{"delete pod", func(ctx context.Context) error {
+				return cs.CoreV1().Pods(ns).Delete(ctx, other.Name, metav1.DeleteOptions{})
+			}},
+			{"patch pod status", func(ctx context.Context) error {
+				_, err := cs.CoreV1().Pods(ns).Patch(ctx, mine.Name, k8stypes.MergePatchType, []byte(`{"metadata":{"annotations":{"x":"y"}}}`), metav1.PatchOptions{}, "status")
+				return err
+			}},
+			{"list secrets", func(ctx context.Context) error {
+				_, err := cs.CoreV1().Secrets("").List(ctx, metav1.ListOptions{})
+				return err
+			}},
+		})
+	})
+}
+
+// conflictOnce is a Store whose first Update is preceded by another
+// writer's update of the same block, so it conflicts.
+type conflictOnce struct {
+	ipam.Store
+	other ipam.Store
+	done  bool
+}
+
+func (c *conflictOnce) Update(ctx context.Context, b *v1alpha1.IPAMBlock) (*v1alpha1.IPAMBlock, error) {
+	if !c.done {
+		c.done = true
+		cur, err := c.other.Get(ctx, b.Name)
+		if err != nil {
+			return nil, err
+		}
+		if cur.Annotations == nil {
+			cur.Annotations = map[string]string{}
+		}
+		cur.Annotations["rdmanet.io/deploy-test"] = "other writer"
+		if _, err := c.other.Update(ctx, cur); err != nil {
+			return nil, err
+		}
+	}
+	return c.Store.Update(ctx, b)
+}
