@@ -3,7 +3,6 @@ package main
 import (
 	"bytes"
 	"encoding/json"
-	"errors"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -55,20 +54,8 @@ func runDoctor(t *testing.T, environ []string, args ...string) (int, string, str
 	})
 	cmd.SetOut(&out)
 	cmd.SetErr(&errb)
-	cmd.SetArgs(args)
-	err := cmd.Execute()
-	var ee *exitError
-	switch {
-	case err == nil:
-		return exitOK, out.String(), errb.String()
-	case errors.As(err, &ee):
-		if ee.err != nil {
-			errb.WriteString(ee.err.Error())
-		}
-		return ee.code, out.String(), errb.String()
-	}
-	errb.WriteString(err.Error())
-	return exitInput, out.String(), errb.String()
+	code := execute(cmd, args, &errb)
+	return code, out.String(), errb.String()
 }
 
 func TestDoctorCLI(t *testing.T) {

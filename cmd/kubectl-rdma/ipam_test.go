@@ -14,17 +14,9 @@ import (
 	"github.com/rdmanet/rdmanet/internal/ipam/ipamtest"
 )
 
-type gcFakeCluster struct {
-	pods  map[string]gc.Pod
-	nodes map[string]bool
-}
-
-func (f *gcFakeCluster) Pods(context.Context) (map[string]gc.Pod, error) { return f.pods, nil }
-func (f *gcFakeCluster) Nodes(context.Context) (map[string]bool, error)  { return f.nodes, nil }
-
 // gcStore allocates three addresses on node-a: a live pod's, a deleted
 // pod's and a recreated pod's (same name, new UID).
-func gcStore(t *testing.T) (*ipam.LocalStore, *gcFakeCluster) {
+func gcStore(t *testing.T) (*ipam.LocalStore, *ipamtest.Cluster) {
 	t.Helper()
 	ctx := context.Background()
 	cfg, err := ipam.Parse([]byte(`{"cniVersion":"1.0.0","name":"rdma-training","ipam":{"range":"10.90.0.0/24","node_slice_size":"/28"}}`), ipam.Env{})
@@ -39,12 +31,12 @@ func gcStore(t *testing.T) (*ipam.LocalStore, *gcFakeCluster) {
 			t.Fatal(err)
 		}
 	}
-	return store, &gcFakeCluster{
-		pods: map[string]gc.Pod{
+	return store, &ipamtest.Cluster{
+		PodsByKey: map[string]gc.Pod{
 			live.PodNamespace + "/" + live.PodName:           {UID: live.PodUID},
 			recreated.PodNamespace + "/" + recreated.PodName: {UID: "new-uid"},
 		},
-		nodes: map[string]bool{"node-a": true},
+		NodeNames: map[string]bool{"node-a": true},
 	}
 }
 
@@ -54,20 +46,8 @@ func runIPAM(t *testing.T, deps ipamDeps, args ...string) (int, string, string) 
 	cmd := newIPAMCmdWith(streams{in: strings.NewReader(""), out: &out, err: &errb}, deps)
 	cmd.SetOut(&out)
 	cmd.SetErr(&errb)
-	cmd.SetArgs(args)
-	err := cmd.Execute()
-	var ee *exitError
-	switch {
-	case err == nil:
-		return exitOK, out.String(), errb.String()
-	case errors.As(err, &ee):
-		if ee.err != nil {
-			errb.WriteString(ee.err.Error())
-		}
-		return ee.code, out.String(), errb.String()
-	}
-	errb.WriteString(err.Error())
-	return exitInput, out.String(), errb.String()
+	code := execute(cmd, args, &errb)
+	return code, out.String(), errb.String()
 }
 
 func TestIPAMGC(t *testing.T) {

@@ -82,9 +82,14 @@ Exit codes: 0 ok, 1 problems found (lint errors, NCCL fallback), 2 unreadable in
 
 // run executes the command line and returns the process exit code.
 func run(args []string, in io.Reader, out, errw io.Writer) int {
-	root := newRootCmd(streams{in: in, out: out, err: errw})
-	root.SetArgs(args)
-	err := root.Execute()
+	return execute(newRootCmd(streams{in: in, out: out, err: errw}), args, errw)
+}
+
+// execute runs cmd with args, prints its error to errw and returns the
+// exit code (the tests drive single subcommands through it too).
+func execute(cmd *cobra.Command, args []string, errw io.Writer) int {
+	cmd.SetArgs(args)
+	err := cmd.Execute()
 	if err == nil {
 		return exitOK
 	}

@@ -13,14 +13,6 @@ import (
 	"github.com/rdmanet/rdmanet/internal/ipam/ipamtest"
 )
 
-type fakeCluster struct {
-	pods  map[string]gc.Pod
-	nodes map[string]bool
-}
-
-func (f *fakeCluster) Pods(context.Context) (map[string]gc.Pod, error) { return f.pods, nil }
-func (f *fakeCluster) Nodes(context.Context) (map[string]bool, error)  { return f.nodes, nil }
-
 func TestRun(t *testing.T) {
 	ctx := context.Background()
 	cfg, err := ipam.Parse([]byte(`{"cniVersion":"1.0.0","name":"t","ipam":{"range":"10.90.0.0/24","node_slice_size":"/28"}}`), ipam.Env{})
@@ -63,14 +55,14 @@ func TestRun(t *testing.T) {
 	must(b, onDeadNode)
 	must(b, noPodDeadNode)
 
-	cluster := &fakeCluster{
-		pods: map[string]gc.Pod{
+	cluster := &ipamtest.Cluster{
+		PodsByKey: map[string]gc.Pod{
 			"ns/" + live.PodName:           {UID: live.PodUID},
 			"ns/" + recreated.PodName:      {UID: "new-uid"},
 			"ns/" + done.PodName:           {UID: done.PodUID, Terminal: true},
 			"ns/" + currentSandbox.PodName: {UID: currentSandbox.PodUID, IPs: map[netip.Addr]bool{currentAddr: true}},
 		},
-		nodes: map[string]bool{"node-a": true},
+		NodeNames: map[string]bool{"node-a": true},
 	}
 
 	dry, err := gc.Run(ctx, gc.Options{Store: store, Cluster: cluster, DryRun: true})
