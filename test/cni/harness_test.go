@@ -23,6 +23,7 @@ import (
 	"github.com/rdmanet/rdmanet/internal/netops"
 	"github.com/rdmanet/rdmanet/test/netnsutil"
 	"github.com/rdmanet/rdmanet/test/pluginbin"
+	"github.com/rdmanet/rdmanet/test/seeds"
 	"github.com/rdmanet/rdmanet/test/sysfsfixture"
 )
 
@@ -60,28 +61,9 @@ func buildPlugins(dir string) error {
 	return pluginbin.Build(dir, pluginbin.SRIOV, pluginbin.RDMA, pluginbin.IPAM, pluginbin.Macvlan, pluginbin.HostLocal)
 }
 
-// seedNAD is spec.config of the face-training-rdma NAD in the first seed
-// document (exclusive mode), verbatim.
-const seedNAD = `{
-  "cniVersion": "0.3.1",
-  "name": "face-training-rdma",
-  "plugins": [
-    {
-      "type": "sriov",
-      "vlan": 200,
-      "spoofchk": "on",
-      "trust": "off",
-      "ipam": {
-        "type": "whereabouts",
-        "range": "10.60.0.0/16",
-        "exclude": ["10.60.0.0/24"]
-      }
-    },
-    {
-      "type": "rdma"
-    }
-  ]
-}`
+// seedNAD is spec.config of the exclusive seed's face-training-rdma NAD,
+// read from examples/seeds.
+var seedNAD = seeds.ExclusiveNADConfig()
 
 const pfBDF = "0000:41:00.0"
 

@@ -29,10 +29,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/watch"
 
-	"github.com/rdmanet/rdmanet/internal/devinfo"
 	"github.com/rdmanet/rdmanet/test/apiserver"
 	"github.com/rdmanet/rdmanet/test/netnsutil"
-	"github.com/rdmanet/rdmanet/test/sysfsfixture"
 )
 
 // BenchmarkMetaAdd measures full ADD latency of a meta plugin against the
@@ -350,11 +348,7 @@ func benchSetup(b *testing.B, chain, mode string) *benchEnv {
 	if err != nil {
 		b.Fatal(err)
 	}
-	vf := sysfsfixture.VFBDF(pfBDF, 0)
-	e.pr.devices[nsName+"/trainer"] = []string{vf}
-	if err := devinfo.Write(filepath.Join(e.dir, "devinfo"), resourceName, vf, devinfo.PCI(vf, pfBDF, e.fix.RDMAByBD[vf])); err != nil {
-		b.Fatal(err)
-	}
+	e.allocateVF(nsName+"/trainer", 0)
 	e.conf["logLevel"] = "debug"
 	be.logPath = filepath.Join(e.dir, "rdmanet.log")
 	// Plugins' stderr (Multus logs its Kubernetes events there through klog)

@@ -13,9 +13,7 @@ import (
 	nadv1 "github.com/k8snetworkplumbingwg/network-attachment-definition-client/pkg/apis/k8s.cni.cncf.io/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/rdmanet/rdmanet/internal/devinfo"
 	"github.com/rdmanet/rdmanet/test/netnsutil"
-	"github.com/rdmanet/rdmanet/test/sysfsfixture"
 )
 
 // startMetaDaemon runs rdmanet-daemon in the host namespace (as its
@@ -91,12 +89,7 @@ func (e *env) eventualStatus(t *testing.T, ns, name string, n int, limit time.Du
 func TestDaemonSeedFlow(t *testing.T) {
 	e := setup(t)
 	pod := e.seedObjects("ai-daemon", "face-trainer-0")
-	vf := sysfsfixture.VFBDF(pfBDF, 1)
-	e.pr.devices["ai-daemon/face-trainer-0"] = []string{vf}
-	rdmaDev := e.fix.RDMAByBD[vf]
-	if err := devinfo.Write(filepath.Join(e.dir, "devinfo"), resourceName, vf, devinfo.PCI(vf, pfBDF, rdmaDev)); err != nil {
-		t.Fatal(err)
-	}
+	vf, rdmaDev := e.allocateVF("ai-daemon/face-trainer-0", 1)
 	e.conf["concurrentNetworks"] = true
 	logPath := e.startMetaDaemon(t)
 	rt := e.rt("c-daemon", pod, "")
@@ -132,8 +125,7 @@ func TestDaemonSeedFlow(t *testing.T) {
 func TestDaemonAddWhileAPIServerDown(t *testing.T) {
 	e := setup(t)
 	pod := e.seedObjects("ai-apidown", "face-trainer-0")
-	vf := sysfsfixture.VFBDF(pfBDF, 2)
-	e.pr.devices["ai-apidown/face-trainer-0"] = []string{vf}
+	vf, _ := e.allocateVF("ai-apidown/face-trainer-0", 2)
 	e.startMetaDaemon(t)
 	if err := e.api.StopAPIServer(); err != nil {
 		t.Fatal(err)

@@ -217,17 +217,7 @@ func TestDeployKustomization(t *testing.T) {
 // the harness installed already exist: a dry-run server-side apply instead).
 // The namespace is then created for real, so namespaced objects pass admission.
 func TestDeployDryRun(t *testing.T) {
-	api := apiserver.Shared(t)
-	cfg := api.Config()
-	dc, err := discovery.NewDiscoveryClientForConfig(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	mapper := restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(dc))
-	dyn, err := dynamic.NewForConfig(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
+	mapper, dyn := dynamicClients(t, apiserver.Shared(t))
 	ctx := context.Background()
 	for _, d := range loadDeploy(t) {
 		t.Run(d.file+"/"+d.obj.GetKind()+"/"+d.obj.GetName(), func(t *testing.T) {
@@ -256,6 +246,20 @@ func TestDeployDryRun(t *testing.T) {
 	}
 }
 
+// dynamicClients are a discovery-backed RESTMapper and a dynamic client for api.
+func dynamicClients(t testing.TB, api *apiserver.Server) (apimeta.RESTMapper, dynamic.Interface) {
+	t.Helper()
+	dc, err := discovery.NewDiscoveryClientForConfig(api.Config())
+	if err != nil {
+		t.Fatal(err)
+	}
+	dyn, err := dynamic.NewForConfig(api.Config())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(dc)), dyn
+}
+
 func resourceFor(t testing.TB, mapper apimeta.RESTMapper, dyn dynamic.Interface, d deployObject) dynamic.ResourceInterface {
 	t.Helper()
 	gvk := d.obj.GroupVersionKind()
@@ -278,16 +282,7 @@ func resourceFor(t testing.TB, mapper apimeta.RESTMapper, dyn dynamic.Interface,
 // applyDeploy creates (server-side apply) the deploy objects of the given kinds for real.
 func applyDeploy(t testing.TB, api *apiserver.Server, kinds ...string) []deployObject {
 	t.Helper()
-	cfg := api.Config()
-	dc, err := discovery.NewDiscoveryClientForConfig(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	mapper := restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(dc))
-	dyn, err := dynamic.NewForConfig(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
+	mapper, dyn := dynamicClients(t, api)
 	objs := loadDeploy(t)
 	force := true
 	for _, d := range objs {

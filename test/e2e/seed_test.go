@@ -33,6 +33,7 @@ import (
 	"github.com/rdmanet/rdmanet/test/apiserver"
 	"github.com/rdmanet/rdmanet/test/netnsutil"
 	"github.com/rdmanet/rdmanet/test/pluginbin"
+	"github.com/rdmanet/rdmanet/test/seeds"
 	"github.com/rdmanet/rdmanet/test/sysfsfixture"
 )
 
@@ -64,27 +65,9 @@ func buildPlugins(dir string) error {
 		pluginbin.IPAM, pluginbin.Bridge, pluginbin.Macvlan, pluginbin.HostLocal)
 }
 
-// The seed's NAD, verbatim.
-const seedNAD = `{
-  "cniVersion": "0.3.1",
-  "name": "face-training-rdma",
-  "plugins": [
-    {
-      "type": "sriov",
-      "vlan": 200,
-      "spoofchk": "on",
-      "trust": "off",
-      "ipam": {
-        "type": "whereabouts",
-        "range": "10.60.0.0/16",
-        "exclude": ["10.60.0.0/24"]
-      }
-    },
-    {
-      "type": "rdma"
-    }
-  ]
-}`
+// seedNAD is spec.config of the exclusive seed's face-training-rdma NAD,
+// read from examples/seeds.
+var seedNAD = seeds.ExclusiveNADConfig()
 
 const (
 	resourceName = "example.com/sriov_rdma"
@@ -295,16 +278,25 @@ func (e *env) assertVFHome(i int) {
 	}
 }
 
+// allocateVF does what kubelet and the agent do when the pod gets VF i:
+// PodResources reports it for the pod, and its device-info file is written
+// (as the agent's Allocate writes it). It returns the VF's PCI address and
+// RDMA device.
+func (e *env) allocateVF(podKey string, i int) (vf, rdmaDev string) {
+	e.t.Helper()
+	vf = sysfsfixture.VFBDF(pfBDF, i)
+	rdmaDev = e.fix.RDMAByBD[vf]
+	e.pr.devices[podKey] = []string{vf}
+	if err := devinfo.Write(filepath.Join(e.dir, "devinfo"), resourceName, vf, devinfo.PCI(vf, pfBDF, rdmaDev)); err != nil {
+		e.t.Fatal(err)
+	}
+	return vf, rdmaDev
+}
+
 func TestSeedFlowOnRealAPIServer(t *testing.T) {
 	e := setup(t)
 	pod := e.seedObjects("ai-training", "face-trainer-0")
-	vf := sysfsfixture.VFBDF(pfBDF, 1)
-	e.pr.devices["ai-training/face-trainer-0"] = []string{vf}
-	rdmaDev := e.fix.RDMAByBD[vf]
-	// what the agent's Allocate writes for this VF
-	if err := devinfo.Write(filepath.Join(e.dir, "devinfo"), resourceName, vf, devinfo.PCI(vf, pfBDF, rdmaDev)); err != nil {
-		t.Fatal(err)
-	}
+	vf, rdmaDev := e.allocateVF("ai-training/face-trainer-0", 1)
 	rt := e.rt("c-seed", pod, "")
 	if err := e.add(rt); err != nil {
 		t.Fatal(err)

@@ -116,8 +116,9 @@ func TestStatusWriterGivesUpAfterMaxAge(t *testing.T) {
 	w.Submit("c1", "ai", "trainer-0", "uid-1", []nadv1.NetworkStatus{{Interface: "eth0"}})
 	waitIdle(t, w)
 	calls, written := src.result()
-	if len(written) != 0 || calls < 2 || calls >= 8 {
-		t.Fatalf("calls = %d written = %v: want a few attempts within MaxAge and no write", calls, written)
+	// it gave up (Close returned) before the script's eight failures ran out
+	if len(written) != 0 || calls < 1 || calls >= 8 {
+		t.Fatalf("calls = %d written = %v: want it to give up after MaxAge without writing", calls, written)
 	}
 }
 
