@@ -12,6 +12,9 @@ type Standard struct {
 	Plain    Function // Intel X710 without RDMA
 	Mgmt     Function // ConnectX-5 that carries the node's default route
 	MgmtLink string   // netdev of Mgmt: never to be handed out
+
+	// GPUs are the StandardOptions.GPUs NVIDIA GPUs (see StandardGPUs), by address.
+	GPUs []Function
 }
 
 // StandardOptions tunes the bundled node.
@@ -20,6 +23,9 @@ type StandardOptions struct {
 	IBVFs   int // default 8
 	// VFNetdev overrides the RoCE VF netdev names (e.g. to match veth ends in a test netns).
 	VFNetdev func(i int) string
+	// GPUs adds that many NVIDIA GPUs next to the NICs (see StandardGPUs);
+	// default 0.
+	GPUs int
 }
 
 // NewStandard writes the bundled node under root.
@@ -29,6 +35,7 @@ type StandardOptions struct {
 //	0000:81:00.0  ens8f0np0      ConnectX-6Dx mlx5_2  RoCE  NUMA 1  no VFs (shared HCA)
 //	0000:c1:00.0  ibp193s0f0     ConnectX-7   mlx5_3  IB    NUMA 1  8 VFs (mlx5_20..mlx5_27)
 //	0000:17:00.0  ens1f0         X710 (i40e)  -       -     NUMA 0
+//	GPUs (opt-in, StandardOptions.GPUs): H100s beside enp65s0f0np0 (NUMA 0) and the NUMA 1 NICs, see StandardGPUs
 func NewStandard(root string, o StandardOptions) (*Standard, error) {
 	if o.RoCEVFs == 0 {
 		o.RoCEVFs = 16
@@ -74,5 +81,8 @@ func NewStandard(root string, o StandardOptions) (*Standard, error) {
 		return nil, err
 	}
 	s.IB.NumVFs = o.IBVFs
+	if s.GPUs, err = n.addStandardGPUs(o.GPUs); err != nil {
+		return nil, err
+	}
 	return s, nil
 }
