@@ -1,10 +1,19 @@
 #!/usr/bin/env bash
-# Builds the real kube-apiserver and etcd used by the apiserver test tier into a
-# cached tools directory (default .tools/bin, gitignored).
+# Builds real Kubernetes components from their Go modules into a cached tools
+# directory (default .tools/bin, gitignored).
 #
-#   kube-apiserver  from k8s.io/kubernetes v1.37.2 (staging modules replaced by
-#                   their published v0.37.2), see hack/tools/kube-apiserver
-#   etcd            from go.etcd.io/etcd/server/v3 v3.6.8, see hack/tools/etcd
+#   hack/build-k8s-tools.sh            etcd + kube-apiserver (the apiserver test tier)
+#   hack/build-k8s-tools.sh NAME...    just those, e.g. the real node's
+#                                      kubelet kube-controller-manager kube-scheduler kubectl
+#
+#   kube-apiserver, kubelet,        from k8s.io/kubernetes v1.37.2 (staging modules
+#   kube-controller-manager,        replaced by their published v0.37.2), one tool
+#   kube-scheduler                  module each under hack/tools/<name>
+#   kubectl                         from k8s.io/kubectl v0.37.2, hack/tools/kubectl
+#   etcd                            from go.etcd.io/etcd/server/v3 v3.6.8, hack/tools/etcd
+#
+# The modules share the Go build cache: after kube-apiserver, each further
+# Kubernetes binary costs a few minutes cold, seconds warm.
 #
 # A binary is rebuilt only when it is missing or older than its tool module's
 # go.mod/go.sum/main.go, so repeated `make test` runs cost nothing.
@@ -43,5 +52,13 @@ build() { # $1 name
   echo "k8s-tools: built $name in $(( $(date +%s) - start ))s"
 }
 
-build etcd
-build kube-apiserver
+if [ $# -eq 0 ]; then
+  set -- etcd kube-apiserver
+fi
+for name in "$@"; do
+  if [ ! -f "$root/hack/tools/$name/go.mod" ]; then
+    echo "k8s-tools: unknown tool $name (no hack/tools/$name/go.mod)" >&2
+    exit 2
+  fi
+  build "$name"
+done

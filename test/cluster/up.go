@@ -1,0 +1,333 @@
+package cluster
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/rdmanet/rdmanet/test/sysfsfixture"
+)
+
+// Options of cluster-up.
+type Options struct {
+	Forward string    // the machine's loopback address forwarded to the API server
+	Out     io.Writer // progress lines
+	GPUs    int       // fixture GPUs served by the fake GPU plugin
+	Install bool      // install rdmanet with kubectl apply -k (false: bare node)
+}
+
+// State is what a running cluster recorded for later commands.
+type State struct {
+	Forward    string `json:"forward"`
+	Kubectl    string `json:"kubectl"`
+	Image      string `json:"image"`
+	Kubeconfig string `json:"kubeconfig"`
+	Started    string `json:"started"`
+}
+
+func (l Layout) readState() (State, error) {
+	var s State
+	b, err := os.ReadFile(l.StateFile())
+	if err != nil {
+		return s, err
+	}
+	return s, json.Unmarshal(b, &s)
+}
+
+// progress prints numbered steps with their duration.
+type progress struct {
+	out   io.Writer
+	start time.Time
+	step  time.Time
+}
+
+func (p *progress) begin(format string, a ...any) {
+	p.step = time.Now()
+	fmt.Fprintf(p.out, "cluster-up: %s ...\n", fmt.Sprintf(format, a...))
+}
+
+func (p *progress) done() {
+	fmt.Fprintf(p.out, "cluster-up:   done in %.1fs (total %.0fs)\n", time.Since(p.step).Seconds(), time.Since(p.start).Seconds())
+}
+
+// Up builds what is missing, starts the node, installs rdmanet and waits
+// until the node and every rdmanet pod are Ready. A running, healthy
+// cluster is reused; a stale state directory (supervisor gone) is refused
+// with the command that clears it.
+func Up(ctx context.Context, l Layout, o Options) (State, error) {
+	if o.Out == nil {
+		o.Out = os.Stdout
+	}
+	if o.Forward == "" {
+		o.Forward = "127.0.0.1:16443"
+	}
+	p := &progress{out: o.Out, start: time.Now()}
+	if os.Geteuid() != 0 {
+		return State{}, errors.New("cluster-up needs root: it creates network namespaces, a mount namespace and cgroups; fix: sudo make cluster-up")
+	}
+	if st, err := l.readState(); err == nil {
+		if _, serr := NewControl(l).Status(ctx); serr == nil {
+			fmt.Fprintf(o.Out, "cluster-up: a cluster is already running from %s (started %s); reusing it\n", l.Dir, st.Started)
+			return st, nil
+		}
+		return State{}, fmt.Errorf("%s holds a cluster whose supervisor is not running (stale, started %s); fix: make cluster-down, then make cluster-up", l.Dir, st.Started)
+	}
+	if netnsExists(NodeNetns) || netnsExists(WireNetns) {
+		return State{}, fmt.Errorf("network namespace %s or %s already exists but %s has no cluster; fix: make cluster-down (it removes them)", NodeNetns, WireNetns, l.StateFile())
+	}
+	for _, tool := range []string{"ip", "iptables"} {
+		if _, err := exec.LookPath(tool); err != nil {
+			return State{}, fmt.Errorf("%s not found on PATH; fix: apt-get install -y iproute2 iptables", tool)
+		}
+	}
+
+	before, err := ReadMachine()
+	if err != nil {
+		return State{}, err
+	}
+	if err := l.mkdirs(); err != nil {
+		return State{}, err
+	}
+
+	p.begin("building Kubernetes v1.37.2 and containerd/runc into %s (cold: ~10-20 min; cached: seconds)", l.Tools())
+	if err := l.runHost(ctx, o.Out, filepath.Join(l.Repo, "hack/build-k8s-tools.sh"),
+		"etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kubelet"); err != nil {
+		return State{}, err
+	}
+	if err := l.runHost(ctx, o.Out, filepath.Join(l.Repo, "hack/build-runtime-tools.sh")); err != nil {
+		return State{}, err
+	}
+	p.done()
+
+	p.begin("choosing kubectl")
+	kubectl, err := l.kubectl(ctx, o.Out)
+	if err != nil {
+		return State{}, err
+	}
+	p.done()
+
+	p.begin("building the node's CNI plugins, the fake GPU plugin and the images")
+	if err := l.buildNodeBinaries(ctx, o.Out); err != nil {
+		return State{}, err
+	}
+	images, simRef, err := l.buildImages(ctx, o.Out)
+	if err != nil {
+		return State{}, err
+	}
+	p.done()
+
+	p.begin("writing certificates, configs and the sysfs fixture (%d VFs, %d GPUs)", NumVFs, o.GPUs)
+	if err := writePKI(l); err != nil {
+		return State{}, err
+	}
+	if err := writeKubeconfig(l.AdminKubeconfig(), "https://"+o.Forward, filepath.Join(l.PKI(), "ca.crt"),
+		filepath.Join(l.PKI(), "admin.crt"), filepath.Join(l.PKI(), "admin.key")); err != nil {
+		return State{}, err
+	}
+	if err := writeConfigs(l); err != nil {
+		return State{}, err
+	}
+	if err := os.RemoveAll(l.Sysfs()); err != nil {
+		return State{}, fmt.Errorf("clear %s: %w", l.Sysfs(), err)
+	}
+	if _, err := sysfsfixture.NewStandard(l.Sysfs(), sysfsfixture.StandardOptions{RoCEVFs: NumVFs, GPUs: o.GPUs, VFNetdev: VFNetdev}); err != nil {
+		return State{}, fmt.Errorf("sysfs fixture: %w", err)
+	}
+	for _, m := range PrivateMounts {
+		if !fileExists(m.Target) {
+			if err := os.MkdirAll(m.Target, 0o755); err != nil {
+				return State{}, fmt.Errorf("create mount point %s: %w", m.Target, err)
+			}
+			before.Created = append(before.Created, m.Target)
+		}
+	}
+	if err := l.saveSnapshot(before); err != nil {
+		return State{}, err
+	}
+	p.done()
+
+	p.begin("creating the node's network namespaces %s and %s", NodeNetns, WireNetns)
+	if err := setupNetwork(); err != nil {
+		_ = teardownNetwork()
+		return State{}, err
+	}
+	p.done()
+
+	p.begin("starting the node (etcd, kube-apiserver, controller-manager, scheduler, containerd, kubelet)")
+	if err := l.startSupervisor(o.Forward); err != nil {
+		return State{}, err
+	}
+	st := State{Forward: o.Forward, Kubectl: kubectl, Image: simRef, Kubeconfig: l.AdminKubeconfig(), Started: time.Now().Format(time.RFC3339)}
+	b, _ := json.MarshalIndent(st, "", "  ")
+	if err := os.WriteFile(l.StateFile(), b, 0o644); err != nil {
+		return st, fmt.Errorf("write %s: %w", l.StateFile(), err)
+	}
+	ctl := NewControl(l)
+	if err := waitComponents(ctx, ctl, "containerd", 5*time.Minute); err != nil {
+		return st, err
+	}
+	p.done()
+
+	p.begin("importing images into containerd")
+	for _, img := range images {
+		if _, err := ctl.Import(ctx, img); err != nil {
+			return st, err
+		}
+	}
+	p.done()
+
+	p.begin("waiting for kubelet and node %s Ready", NodeName)
+	if err := waitComponents(ctx, ctl, "", 5*time.Minute); err != nil {
+		return st, err
+	}
+	k := l.Kubectl(st)
+	if err := k.run(ctx, o.Out, "wait", "--for=condition=Ready", "node/"+NodeName, "--timeout=180s"); err != nil {
+		return st, fmt.Errorf("node %s not Ready: %w (see %s)", NodeName, err, l.Log("kubelet"))
+	}
+	p.done()
+
+	if o.Install {
+		p.begin("installing rdmanet (%s) with kubectl apply -k", simRef)
+		if err := l.Install(ctx, k, simRef, o.Out); err != nil {
+			return st, err
+		}
+		p.done()
+	}
+	fmt.Fprintf(o.Out, "cluster-up: ready in %.0fs; logs in %s\n", time.Since(p.start).Seconds(), l.Logs())
+	return st, nil
+}
+
+// startSupervisor starts `rdmanet-cluster supervise` in a new mount
+// namespace and session, detached from the caller.
+func (l Layout) startSupervisor(forward string) error {
+	self, err := os.Executable()
+	if err != nil {
+		return fmt.Errorf("own executable: %w", err)
+	}
+	logf, err := os.OpenFile(l.Log("supervisor"), os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
+	if err != nil {
+		return err
+	}
+	defer logf.Close()
+	cmd := exec.Command(self, "supervise", "--state-dir", l.Dir, "--repo", l.Repo, "--forward", forward)
+	cmd.Stdout, cmd.Stderr = logf, logf
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true, Unshareflags: syscall.CLONE_NEWNS}
+	if err := cmd.Start(); err != nil {
+		return fmt.Errorf("start supervisor: %w", err)
+	}
+	_ = os.WriteFile(l.PIDFile(), []byte(fmt.Sprint(cmd.Process.Pid)), 0o644)
+	_ = cmd.Process.Release()
+	deadline := time.Now().Add(30 * time.Second)
+	for !fileExists(l.ControlSocket()) {
+		if time.Now().After(deadline) {
+			return fmt.Errorf("supervisor did not open %s in 30s; see %s", l.ControlSocket(), l.Log("supervisor"))
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	return nil
+}
+
+// waitComponents waits until every component up to and including upTo
+// ("" = all) runs and is ready.
+func waitComponents(ctx context.Context, ctl *Control, upTo string, limit time.Duration) error {
+	deadline := time.Now().Add(limit)
+	for {
+		st, err := ctl.Status(ctx)
+		if err == nil {
+			ok := true
+			var waiting string
+			for _, c := range st.Components {
+				if !c.Ready {
+					if c.Name == "fake-gpu-plugin" && c.PID == 0 {
+						continue // not built: reported by the supervisor's log
+					}
+					ok, waiting = false, c.Name
+					break
+				}
+				if c.Name == upTo {
+					break
+				}
+			}
+			if ok {
+				return nil
+			}
+			if time.Now().After(deadline) {
+				return fmt.Errorf("node component %s not ready after %s; see its log in the state dir's logs/", waiting, limit)
+			}
+		} else if time.Now().After(deadline) {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(500 * time.Millisecond):
+		}
+	}
+}
+
+// runHost runs a build step on the machine, its output indented.
+func (l Layout) runHost(ctx context.Context, out io.Writer, name string, args ...string) error {
+	cmd := exec.CommandContext(ctx, name, args...)
+	cmd.Dir = l.Repo
+	cmd.Stdout, cmd.Stderr = out, out
+	if err := cmd.Run(); err != nil {
+		return fmt.Errorf("%s %s: %w", name, strings.Join(args, " "), err)
+	}
+	return nil
+}
+
+// upstreamCNIPlugins are the node's own CNI plugins (what a distribution's
+// containernetworking-plugins package puts in /opt/cni/bin).
+var upstreamCNIPlugins = []string{
+	"github.com/containernetworking/plugins/plugins/main/bridge",
+	"github.com/containernetworking/plugins/plugins/main/macvlan",
+	"github.com/containernetworking/plugins/plugins/ipam/host-local",
+	"github.com/containernetworking/plugins/plugins/meta/portmap",
+}
+
+func (l Layout) buildNodeBinaries(ctx context.Context, out io.Writer) error {
+	args := append([]string{"build", "-o", l.path("node/opt/cni/bin") + "/"}, upstreamCNIPlugins...)
+	if err := l.runHost(ctx, out, "go", args...); err != nil {
+		return err
+	}
+	if fileExists(filepath.Join(l.Repo, "test/cluster/fakegpu/cmd/fake-gpu-plugin")) {
+		if err := l.runHost(ctx, out, "go", "build", "-o", l.Bin()+"/", "./test/cluster/fakegpu/cmd/fake-gpu-plugin"); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// buildImages runs `make image-sim image-pause image-testbox` and returns
+// the archives and the rdmanet image reference.
+func (l Layout) buildImages(ctx context.Context, out io.Writer) ([]string, string, error) {
+	if err := l.runHost(ctx, out, "make", "--no-print-directory", "image-sim", "image-pause", "image-testbox"); err != nil {
+		return nil, "", err
+	}
+	archives, _ := filepath.Glob(filepath.Join(l.Repo, "_output/image/*.tar"))
+	var keep []string
+	version, err := os.ReadFile(filepath.Join(l.Repo, "VERSION"))
+	if err != nil {
+		return nil, "", fmt.Errorf("VERSION: %w", err)
+	}
+	tag := strings.TrimSpace(string(version)) + "-sim"
+	ref := "rdmanet/rdmanet:" + tag
+	for _, a := range archives {
+		base := filepath.Base(a)
+		if strings.Contains(base, "pause") || strings.Contains(base, "testbox") || strings.Contains(base, tag) {
+			keep = append(keep, a)
+		}
+	}
+	if len(keep) < 3 {
+		return nil, "", fmt.Errorf("image archives in %s: found %v, want the sim, pause and testbox images", filepath.Join(l.Repo, "_output/image"), archives)
+	}
+	return keep, ref, nil
+}
