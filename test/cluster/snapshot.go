@@ -164,3 +164,19 @@ func removeCgroups() {
 }
 
 func atoi(s string) int { n, _ := strconv.Atoi(s); return n }
+
+// NodeProcesses lists "pid exe" of every process in the node's network
+// namespace (the node's own processes and its hostNetwork pods).
+func NodeProcesses() []string {
+	f, err := os.Open("/run/netns/" + NodeNetns)
+	if err != nil {
+		return nil
+	}
+	defer f.Close()
+	var out []string
+	for _, pid := range processesInNetns(f) {
+		exe, _ := os.Readlink(fmt.Sprintf("/proc/%d/exe", pid))
+		out = append(out, fmt.Sprintf("%d %s", pid, exe))
+	}
+	return out
+}

@@ -331,3 +331,13 @@ func (l Layout) buildImages(ctx context.Context, out io.Writer) ([]string, strin
 	}
 	return keep, ref, nil
 }
+
+// ReadState reads the state of the cluster whose state directory is dir.
+func ReadState(dir string) (State, error) {
+	l := Layout{Dir: dir}
+	st, err := l.readState()
+	if err != nil {
+		return st, fmt.Errorf("cluster state in %s: %w", dir, err)
+	}
+	return st, nil
+}

@@ -69,9 +69,10 @@ type Plugin struct {
 
 	mu   sync.Mutex
 	grpc *grpc.Server
-	// kubeletIno is the inode of the kubelet.sock we last registered
-	// through; 0 when not registered since the server (re)started.
-	kubeletIno uint64
+	// kubelet identifies the kubelet.sock we last registered through
+	// (inode and modification time: a new file may reuse the inode);
+	// zero when not registered since the server (re)started.
+	kubelet fileID
 }
 
 // New validates o, reads the GPUs and prepares the plugin; Run serves it.
@@ -167,56 +168,83 @@ func (p *Plugin) Run(ctx context.Context) error {
 	tick := time.NewTicker(p.o.Resync)
 	defer tick.Stop()
 	for {
-		p.sync(ctx)
+		// A failed step is retried soon: kubelet.sock shows up (bind)
+		// a moment before kubelet accepts on it (listen).
+		var retry <-chan time.Time
+		if !p.sync(ctx) {
+			retry = time.After(min(p.o.Resync, retryDelay))
+		}
 		select {
 		case <-ctx.Done():
 			return nil
 		case <-tick.C:
-		case <-events:
+		case ev := <-events:
+			if ev.Has(fsnotify.Create) && filepath.Clean(ev.Name) == filepath.Clean(p.o.KubeletSocket) {
+				p.forget() // a new kubelet, whatever its file looks like
+			}
+		case <-retry:
 		}
 	}
 }
 
+func (p *Plugin) forget() {
+	p.mu.Lock()
+	p.kubelet = fileID{}
+	p.mu.Unlock()
+}
+
+// retryDelay bounds the wait before a failed sync is tried again.
+const retryDelay = 200 * time.Millisecond
+
 // sync serves again when the socket is gone and registers when kubelet.sock
-// is new to us; failures are retried on the next call.
-func (p *Plugin) sync(ctx context.Context) {
+// is new to us. It reports false when a step failed (it is retried).
+func (p *Plugin) sync(ctx context.Context) bool {
 	if _, err := os.Stat(p.socket); err != nil {
 		p.log.Warn("plugin socket disappeared (kubelet restarted?); serving again", "socket", p.socket)
 		p.stop()
 		if err := p.serve(); err != nil {
 			p.log.Error("cannot serve", "err", err)
-			return
+			return false
 		}
 	}
-	ino := inode(p.o.KubeletSocket)
+	id := identify(p.o.KubeletSocket)
 	p.mu.Lock()
-	registered := p.kubeletIno
+	registered := p.kubelet
 	p.mu.Unlock()
-	if ino == 0 || ino == registered {
-		return
+	if id == (fileID{}) || id == registered {
+		return true
 	}
-	if registered != 0 {
+	if registered != (fileID{}) {
 		p.log.Info("kubelet socket recreated (kubelet restarted); registering again", "kubelet", p.o.KubeletSocket)
 	}
 	if err := p.register(ctx); err != nil {
 		p.log.Warn("registration failed; retrying", "err", err)
-		return
+		return false
 	}
 	p.mu.Lock()
-	p.kubeletIno = ino
+	p.kubelet = id
 	p.mu.Unlock()
 	p.log.Info("registered with kubelet", "kubelet", p.o.KubeletSocket)
+	return true
 }
 
-func inode(path string) uint64 {
+// fileID tells a recreated file from the one seen before.
+type fileID struct {
+	ino   uint64
+	mtime time.Time
+}
+
+// identify returns path's fileID, zero when it does not exist.
+func identify(path string) fileID {
 	fi, err := os.Stat(path)
 	if err != nil {
-		return 0
+		return fileID{}
 	}
+	id := fileID{mtime: fi.ModTime()}
 	if st, ok := fi.Sys().(*syscall.Stat_t); ok {
-		return st.Ino
+		id.ino = st.Ino
 	}
-	return 0
+	return id
 }
 
 func (p *Plugin) serve() error {
@@ -233,7 +261,7 @@ func (p *Plugin) serve() error {
 	g := grpc.NewServer()
 	pluginapi.RegisterDevicePluginServer(g, p)
 	p.mu.Lock()
-	p.grpc, p.kubeletIno = g, 0
+	p.grpc, p.kubelet = g, fileID{}
 	p.mu.Unlock()
 	go func() {
 		if err := g.Serve(lis); err != nil && !errors.Is(err, grpc.ErrServerStopped) {

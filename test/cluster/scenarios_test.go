@@ -1,0 +1,506 @@
+//go:build clustertest
+
+package cluster_test
+
+import (
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/rdmanet/rdmanet/test/cluster"
+)
+
+const (
+	vfResource     = "example.com/sriov_rdma"
+	sharedResource = "rdma/rdma_shared_device_eth"
+	exclusiveNS    = "ai-training"
+	exclusiveSel   = "app=face-trainer"
+)
+
+// The scenarios run in this order on one node; each leaves the node clean
+// for the next.
+func TestCluster(t *testing.T) {
+	t.Run("rdmanet installed", testInstalled)
+	t.Run("exclusive seed job", testExclusiveSeed)
+	t.Run("pods deleted: VFs and addresses back", testDeleteReleases)
+	t.Run("hostNetwork seed pod", testHostNetwork)
+	t.Run("own namespace and NAD over the seed resource", testOtherWorkload)
+	t.Run("kubelet restart with pods running", func(t *testing.T) { testRestart(t, "kubelet") })
+	t.Run("containerd restart with pods running", func(t *testing.T) { testRestart(t, "containerd") })
+	t.Run("daemonset rolled to a new image tag", testRoll)
+	t.Run("shared mode", testShared)
+	t.Run("kubectl delete -k leaves nothing", testUninstall)
+}
+
+func testInstalled(t *testing.T) {
+	ps := waitRunning(t, "rdmanet-system", "app.kubernetes.io/name=rdmanet-node", 1, 3*time.Minute)
+	for _, c := range ps[0].Status.ContainerStatuses {
+		if !c.Ready {
+			t.Errorf("rdmanet-node container %s not Ready", c.Name)
+		}
+	}
+	// The install step put rdmanet first in the node's CNI config dir, with
+	// the bridge network as its cluster network.
+	conf := filepath.Join(layout.Dir, "node/etc/cni/net.d/00-rdmanet.conf")
+	b, err := os.ReadFile(conf)
+	if err != nil {
+		t.Fatalf("install step: %v", err)
+	}
+	if !strings.Contains(string(b), `"clusterNetwork": "`+cluster.ClusterNetwork+`"`) {
+		t.Errorf("%s: clusterNetwork is not %s:\n%s", conf, cluster.ClusterNetwork, b)
+	}
+	for _, bin := range []string{"rdmanet", "rdmanet-direct", "sriov", "rdma", "rdmanet-ipam"} {
+		if _, err := os.Stat(filepath.Join(layout.Dir, "node/opt/cni/bin", bin)); err != nil {
+			t.Errorf("install step: CNI binary %s: %v", bin, err)
+		}
+	}
+	// The agent registered its pools with the real kubelet.
+	alloc := kubectl(t, "get", "node", cluster.NodeName, "-o", `jsonpath={.status.allocatable}`)
+	for _, r := range []string{vfResource, "nvidia.com/gpu"} {
+		if !strings.Contains(alloc, `"`+r+`"`) {
+			t.Errorf("node allocatable %s lacks %s", alloc, r)
+		}
+	}
+}
+
+func applyExample(t *testing.T, ns string, files ...string) {
+	t.Helper()
+	if ns != "" {
+		if _, err := k.Output(ctx(t, time.Minute), "get", "ns", ns); err != nil {
+			kubectl(t, "create", "ns", ns)
+		}
+	}
+	for _, f := range files {
+		kubectl(t, "apply", "-f", repoPath(f))
+	}
+}
+
+func deleteExample(t *testing.T, files ...string) {
+	t.Helper()
+	for i := len(files) - 1; i >= 0; i-- {
+		kubectl(t, "delete", "--ignore-not-found", "--wait", "--timeout=180s", "-f", repoPath(files[i]))
+	}
+}
+
+var exclusiveFiles = []string{"examples/cluster/exclusive/nad.yaml", "examples/cluster/exclusive/job.yaml"}
+
+// checkExclusive asserts what an exclusive pod must have: net1 with the
+// address its network-status names, device-info with the VF's PCI address
+// and RDMA device, and the VF among the devices the real kubelet allocated
+// to the pod (PodResources).
+func checkExclusive(t *testing.T, ns, pod string, res map[string]map[string][]string) (vf, ip string) {
+	t.Helper()
+	st := find(waitNetworkStatus(t, ns, pod), "net1")
+	if st == nil {
+		t.Fatalf("%s/%s: network-status has no net1", ns, pod)
+	}
+	if len(st.IPs) == 0 {
+		t.Fatalf("%s/%s: net1 has no address in network-status", ns, pod)
+	}
+	got := ipv4Of(t, ns, pod, "net1")
+	var want []string
+	for _, ip := range st.IPs {
+		if strings.Contains(ip, ".") {
+			want = append(want, ip)
+		}
+	}
+	if len(got) != len(want) {
+		t.Errorf("%s/%s: ip addr show net1 = %v, network-status says %v", ns, pod, got, want)
+	}
+	for _, w := range want {
+		if !slices.ContainsFunc(got, func(g string) bool { return strings.HasPrefix(g, w+"/") }) {
+			t.Errorf("%s/%s: net1 lacks %s (has %v)", ns, pod, w, got)
+		}
+	}
+	if st.DeviceInfo == nil || st.DeviceInfo.PCI == nil || st.DeviceInfo.PCI.PCIAddress == "" || st.DeviceInfo.PCI.RDMADevice == "" {
+		t.Fatalf("%s/%s: net1 device-info lacks the VF's PCI address or RDMA device: %+v", ns, pod, st.DeviceInfo)
+	}
+	vf = st.DeviceInfo.PCI.PCIAddress
+	if devs := res[ns+"/"+pod][vfResource]; !slices.Contains(devs, vf) {
+		t.Errorf("%s/%s: VF %s on net1 is not what kubelet allocated to the pod (PodResources %s: %v)", ns, pod, vf, vfResource, devs)
+	}
+	return vf, want[0]
+}
+
+func testExclusiveSeed(t *testing.T) {
+	applyExample(t, exclusiveNS, exclusiveFiles...)
+	ps := waitRunning(t, exclusiveNS, exclusiveSel, 2, 4*time.Minute)
+	res := podResources(t)
+	vfs, ips := map[string]string{}, map[string]string{}
+	for _, p := range ps {
+		vf, ip := checkExclusive(t, exclusiveNS, p.Name, res)
+		if other, dup := vfs[vf]; dup {
+			t.Errorf("VF %s in two pods: %s and %s", vf, other, p.Name)
+		}
+		if other, dup := ips[ip]; dup {
+			t.Errorf("address %s in two pods: %s and %s", ip, other, p.Name)
+		}
+		vfs[vf], ips[ip] = p.Name, p.Name
+		if _, in := net.ParseIP(ip), strings.HasPrefix(ip, "10.60."); !in || strings.HasPrefix(ip, "10.60.0.") {
+			t.Errorf("%s: address %s is not in the seed's 10.60.0.0/16 minus 10.60.0.0/24", p.Name, ip)
+		}
+		if gpus := res[exclusiveNS+"/"+p.Name]["nvidia.com/gpu"]; len(gpus) != 8 {
+			t.Errorf("%s: kubelet allocated %d GPUs, the seed asks 8", p.Name, len(gpus))
+		}
+	}
+	t.Logf("exclusive pods: VFs %v, addresses %v", vfs, ips)
+}
+
+func testDeleteReleases(t *testing.T) {
+	before := ipamAllocations(t)
+	if len(before) == 0 {
+		t.Fatal("no IPAM allocation before delete: the exclusive job did not allocate through the kubernetes store")
+	}
+	deleteExample(t, exclusiveFiles...)
+	waitGone(t, exclusiveNS, exclusiveSel, 3*time.Minute)
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		left := ipamAllocations(t)
+		var held []string
+		for ip, pod := range left {
+			if strings.HasPrefix(pod, exclusiveNS+"/") {
+				held = append(held, ip+" "+pod)
+			}
+		}
+		if len(held) == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("addresses still held after the pods were deleted: %v", held)
+		}
+		time.Sleep(time.Second)
+	}
+	for pod, r := range podResources(t) {
+		if strings.HasPrefix(pod, exclusiveNS+"/") && len(r[vfResource]) > 0 {
+			t.Errorf("kubelet still reports VFs for deleted pod %s: %v", pod, r[vfResource])
+		}
+	}
+	// Every VF is usable again: as many pods as VFs, all Running.
+	n := cluster.NumVFs
+	applyExample(t, "vf-fill")
+	if err := k.Apply(ctx(t, time.Minute), vfFill("vf-fill", n)); err != nil {
+		t.Fatal(err)
+	}
+	ps := waitRunning(t, "vf-fill", "app=vf-fill", n, 5*time.Minute)
+	res := podResources(t)
+	seen := map[string]bool{}
+	for _, p := range ps {
+		vf, _ := checkExclusive(t, "vf-fill", p.Name, res)
+		seen[vf] = true
+	}
+	if len(seen) != n {
+		t.Errorf("%d pods got %d distinct VFs, want %d", n, len(seen), n)
+	}
+	kubectl(t, "delete", "ns", "vf-fill", "--wait", "--timeout=300s")
+}
+
+// vfFill is n pods, each with one VF through the seed's NAD (copied into ns).
+func vfFill(ns string, n int) string {
+	nad, _ := os.ReadFile(repoPath("examples/cluster/exclusive/nad.yaml"))
+	var b strings.Builder
+	b.WriteString(strings.ReplaceAll(string(nad), "namespace: "+exclusiveNS, "namespace: "+ns))
+	for i := 0; i < n; i++ {
+		fmt.Fprintf(&b, `
+---
+apiVersion: v1
+kind: Pod
+metadata:
+  name: vf-%d
+  namespace: %s
+  labels: {app: %s}
+  annotations:
+    k8s.v1.cni.cncf.io/networks: '[{"name": "face-training-rdma", "interface": "net1"}]'
+spec:
+  terminationGracePeriodSeconds: 1
+  containers:
+    - name: c
+      image: %s
+      imagePullPolicy: Never
+      command: ["sleep", "infinity"]
+      resources:
+        limits: {%s: "1"}
+`, i, ns, ns, cluster.TestboxImage, vfResource)
+	}
+	return b.String()
+}
+
+var hostFiles = []string{"examples/cluster/hostnetwork/service.yaml", "examples/cluster/hostnetwork/pod.yaml"}
+
+func testHostNetwork(t *testing.T) {
+	applyExample(t, "", hostFiles...)
+	ps := waitRunning(t, "default", "job-name=my-training-job", 1, 3*time.Minute)
+	out, err := execIn(t, "default", ps[0].Name, "ip", "-o", "link", "show")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(out, " net1:") {
+		t.Errorf("hostNetwork pod has a net1:\n%s", out)
+	}
+	if !strings.Contains(out, " "+cluster.UplinkDev+":") {
+		t.Errorf("hostNetwork pod does not see the node's %s:\n%s", cluster.UplinkDev, out)
+	}
+	deleteExample(t, hostFiles...)
+}
+
+// testOtherWorkload: a workload written by someone else, in its own
+// namespace with its own NAD over the seed's resource name.
+func testOtherWorkload(t *testing.T) {
+	const ns = "team-vision"
+	manifest := fmt.Sprintf(`apiVersion: v1
+kind: Namespace
+metadata: {name: %[1]s}
+---
+apiVersion: k8s.cni.cncf.io/v1
+kind: NetworkAttachmentDefinition
+metadata:
+  name: vision-rdma
+  namespace: %[1]s
+  annotations: {k8s.v1.cni.cncf.io/resourceName: %[2]s}
+spec:
+  config: '{"cniVersion": "1.0.0", "name": "vision-rdma", "plugins": [{"type": "sriov", "ipam": {"type": "whereabouts", "range": "10.70.0.0/24", "range_start": "10.70.0.10"}}, {"type": "rdma"}]}'
+---
+apiVersion: apps/v1
+kind: Deployment
+metadata: {name: vision, namespace: %[1]s}
+spec:
+  replicas: 2
+  selector: {matchLabels: {app: vision}}
+  template:
+    metadata:
+      labels: {app: vision}
+      annotations: {k8s.v1.cni.cncf.io/networks: vision-rdma}
+    spec:
+      terminationGracePeriodSeconds: 1
+      containers:
+        - name: worker
+          image: %[3]s
+          imagePullPolicy: Never
+          command: ["sh", "-c", "while true; do sleep 3600; done"]
+          securityContext: {capabilities: {add: [IPC_LOCK]}}
+          resources: {limits: {%[2]s: "1"}}
+`, ns, vfResource, cluster.TestboxImage)
+	if err := k.Apply(ctx(t, time.Minute), manifest); err != nil {
+		t.Fatal(err)
+	}
+	ps := waitRunning(t, ns, "app=vision", 2, 3*time.Minute)
+	res := podResources(t)
+	for _, p := range ps {
+		_, ip := checkExclusive(t, ns, p.Name, res)
+		if !strings.HasPrefix(ip, "10.70.0.") {
+			t.Errorf("%s: address %s not from its own NAD's range", p.Name, ip)
+		}
+	}
+	kubectl(t, "delete", "ns", ns, "--wait", "--timeout=300s")
+}
+
+// testRestart restarts kubelet or containerd with pods running: the pods
+// keep their containers and net1, kubelet's pools are registered again,
+// and a new pod attaches.
+func testRestart(t *testing.T, component string) {
+	ns := "restart-" + component
+	applyExample(t, ns)
+	if err := k.Apply(ctx(t, time.Minute), vfFill(ns, 2)); err != nil {
+		t.Fatal(err)
+	}
+	ps := waitRunning(t, ns, "app="+ns, 2, 3*time.Minute)
+	type seen struct{ uid, ip, cid string }
+	before := map[string]seen{}
+	res := podResources(t)
+	for _, p := range ps {
+		_, ip := checkExclusive(t, ns, p.Name, res)
+		before[p.Name] = seen{string(p.UID), ip, p.Status.ContainerStatuses[0].ContainerID}
+	}
+	if err := cluster.NewControl(layout).Restart(ctx(t, 5*time.Minute), component); err != nil {
+		t.Fatalf("restart %s: %v", component, err)
+	}
+	kubectl(t, "wait", "--for=condition=Ready", "node/"+cluster.NodeName, "--timeout=180s")
+	// Pools registered again: the allocatable VF count comes back.
+	deadline := time.Now().Add(2 * time.Minute)
+	for {
+		a := kubectl(t, "get", "node", cluster.NodeName, "-o", `jsonpath={.status.allocatable.example\.com/sriov_rdma}`)
+		if trim(a) == fmt.Sprint(cluster.NumVFs) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("after %s restart: allocatable %s = %q, want %d", component, vfResource, a, cluster.NumVFs)
+		}
+		time.Sleep(time.Second)
+	}
+	for _, p := range waitRunning(t, ns, "app="+ns, 2, 2*time.Minute) {
+		b := before[p.Name]
+		if string(p.UID) != b.uid || p.Status.ContainerStatuses[0].ContainerID != b.cid || p.Status.ContainerStatuses[0].RestartCount != 0 {
+			t.Errorf("%s: pod or container changed across the %s restart", p.Name, component)
+		}
+		if got := ipv4Of(t, ns, p.Name, "net1"); len(got) == 0 || !strings.HasPrefix(got[0], b.ip+"/") {
+			t.Errorf("%s: net1 = %v after %s restart, had %s", p.Name, got, component, b.ip)
+		}
+	}
+	// A new pod attaches.
+	more := strings.ReplaceAll(vfFill(ns, 3), "name: vf-0\n", "name: vf-x0\n")
+	more = strings.ReplaceAll(more, "name: vf-1\n", "name: vf-x1\n")
+	if err := k.Apply(ctx(t, time.Minute), more); err != nil {
+		t.Fatal(err)
+	}
+	ps = waitRunning(t, ns, "app="+ns, 5, 3*time.Minute)
+	res = podResources(t)
+	for _, p := range ps {
+		checkExclusive(t, ns, p.Name, res)
+	}
+	kubectl(t, "delete", "ns", ns, "--wait", "--timeout=300s")
+}
+
+// testRoll rolls the rdmanet DaemonSet to a new image tag with pods
+// running: the pods keep their networks, and their DEL works afterwards
+// (the VFs come back).
+func testRoll(t *testing.T) {
+	const ns = "roll"
+	applyExample(t, ns)
+	if err := k.Apply(ctx(t, time.Minute), vfFill(ns, 2)); err != nil {
+		t.Fatal(err)
+	}
+	ps := waitRunning(t, ns, "app="+ns, 2, 3*time.Minute)
+	res := podResources(t)
+	ips := map[string]string{}
+	for _, p := range ps {
+		_, ips[p.Name] = checkExclusive(t, ns, p.Name, res)
+	}
+	name, _, _ := strings.Cut(state.Image, ":")
+	newRef := name + ":rolled"
+	out, err := cluster.NewControl(layout).Exec(ctx(t, time.Minute), layout.Tools()+"/ctr", "--address", cluster.ContainerdSocket,
+		"-n", "k8s.io", "images", "tag", "--force", state.Image, newRef)
+	if err != nil {
+		t.Fatalf("tag %s as %s: %v\n%s", state.Image, newRef, err, out)
+	}
+	oldPod := pods(t, "rdmanet-system", "app.kubernetes.io/name=rdmanet-node")[0].Name
+	kubectl(t, "-n", "rdmanet-system", "set", "image", "daemonset/rdmanet-node", "*="+newRef)
+	kubectl(t, "-n", "rdmanet-system", "rollout", "status", "daemonset/rdmanet-node", "--timeout=300s")
+	np := pods(t, "rdmanet-system", "app.kubernetes.io/name=rdmanet-node")
+	if len(np) != 1 || np[0].Name == oldPod || np[0].Spec.Containers[0].Image != newRef {
+		t.Fatalf("daemonset not rolled to %s: pods %v", newRef, np)
+	}
+	for _, p := range waitRunning(t, ns, "app="+ns, 2, time.Minute) {
+		if got := ipv4Of(t, ns, p.Name, "net1"); len(got) == 0 || !strings.HasPrefix(got[0], ips[p.Name]+"/") {
+			t.Errorf("%s: net1 = %v after the roll, had %s", p.Name, got, ips[p.Name])
+		}
+	}
+	kubectl(t, "delete", "ns", ns, "--wait", "--timeout=300s")
+	for ip, pod := range ipamAllocations(t) {
+		if strings.HasPrefix(pod, ns+"/") {
+			t.Errorf("address %s still held by deleted %s after DEL on the rolled daemon", ip, pod)
+		}
+	}
+	// All VFs usable again after DEL by the new daemon.
+	applyExample(t, "roll-after")
+	if err := k.Apply(ctx(t, time.Minute), vfFill("roll-after", cluster.NumVFs)); err != nil {
+		t.Fatal(err)
+	}
+	waitRunning(t, "roll-after", "app=roll-after", cluster.NumVFs, 5*time.Minute)
+	kubectl(t, "delete", "ns", "roll-after", "--wait", "--timeout=300s")
+}
+
+var sharedFiles = []string{"examples/cluster/shared/nad.yaml", "examples/cluster/shared/job.yaml"}
+
+// testShared switches the node's RDMA netns mode to shared (what `rdma
+// system set netns shared` does on a real node; here the agent is told with
+// --rdma-netns-mode), then runs the shared-mode pods: a macvlan net1 over
+// the shared HCA's PF, the HCA's devices from the shared pool.
+func testShared(t *testing.T) {
+	kubectl(t, "-n", "rdmanet-system", "patch", "daemonset", "rdmanet-node", "--type=json",
+		"-p", `[{"op": "replace", "path": "/spec/template/spec/containers/0/args/`+agentModeArgIndex(t)+`", "value": "--rdma-netns-mode=shared"}]`)
+	kubectl(t, "-n", "rdmanet-system", "rollout", "status", "daemonset/rdmanet-node", "--timeout=300s")
+	deadline := time.Now().Add(2 * time.Minute)
+	for {
+		a := kubectl(t, "get", "node", cluster.NodeName, "-o", `jsonpath={.status.allocatable.rdma/rdma_shared_device_eth}`)
+		if trim(a) != "" && trim(a) != "0" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("shared pool %s not allocatable after switching to shared mode", sharedResource)
+		}
+		time.Sleep(time.Second)
+	}
+	applyExample(t, sharedNamespace(t), sharedFiles...)
+	ns := sharedNamespace(t)
+	ps := waitRunning(t, ns, "", sharedPods(t), 3*time.Minute)
+	for _, p := range ps {
+		out, err := execIn(t, ns, p.Name, "ip", "-d", "link", "show", "net1")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !strings.Contains(out, "macvlan") {
+			t.Errorf("%s: net1 is not a macvlan:\n%s", p.Name, out)
+		}
+		st := find(waitNetworkStatus(t, ns, p.Name), "net1")
+		if st == nil || len(st.IPs) == 0 {
+			t.Errorf("%s: network-status has no net1 address", p.Name)
+		}
+	}
+	deleteExample(t, sharedFiles...)
+}
+
+func agentModeArgIndex(t *testing.T) string {
+	args := strings.Fields(kubectl(t, "-n", "rdmanet-system", "get", "daemonset", "rdmanet-node", "-o", `jsonpath={.spec.template.spec.containers[0].args[*]}`))
+	for i, a := range args {
+		if strings.HasPrefix(a, "--rdma-netns-mode=") {
+			return fmt.Sprint(i)
+		}
+	}
+	t.Fatalf("agent args %v have no --rdma-netns-mode", args)
+	return ""
+}
+
+// sharedNamespace and sharedPods read the runnable shared example.
+func sharedNamespace(t *testing.T) string {
+	b, err := os.ReadFile(repoPath(sharedFiles[1]))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if f := strings.Fields(line); len(f) == 2 && f[0] == "namespace:" {
+			return f[1]
+		}
+	}
+	return "default"
+}
+
+func sharedPods(t *testing.T) int {
+	b, _ := os.ReadFile(repoPath(sharedFiles[1]))
+	for _, line := range strings.Split(string(b), "\n") {
+		if f := strings.Fields(line); len(f) == 2 && (f[0] == "parallelism:" || f[0] == "replicas:") {
+			var n int
+			fmt.Sscan(strings.Trim(f[1], `"`), &n)
+			return n
+		}
+	}
+	return 1
+}
+
+// testUninstall: kubectl delete -k removes every rdmanet process and socket
+// on the node; what stays is what docs/deploy.md names.
+func testUninstall(t *testing.T) {
+	if err := layout.Uninstall(ctx(t, 5*time.Minute), k, os.Stdout); err != nil {
+		t.Fatal(err)
+	}
+	waitGone(t, "rdmanet-system", "app.kubernetes.io/name=rdmanet-node", 2*time.Minute)
+	for _, sock := range []string{"node/run/rdmanet/daemon.sock"} {
+		if _, err := os.Stat(filepath.Join(layout.Dir, sock)); err == nil {
+			t.Errorf("%s left on the node after kubectl delete -k", sock)
+		}
+	}
+	ents, _ := os.ReadDir(filepath.Join(layout.Dir, "node/var/lib/kubelet/device-plugins"))
+	for _, e := range ents {
+		if strings.Contains(e.Name(), "rdmanet") || strings.Contains(e.Name(), "sriov") || strings.Contains(e.Name(), "rdma") {
+			t.Errorf("device plugin socket %s left after kubectl delete -k", e.Name())
+		}
+	}
+	for _, p := range cluster.NodeProcesses() {
+		if strings.Contains(filepath.Base(p), "rdmanet") {
+			t.Errorf("rdmanet process left on the node after kubectl delete -k: %s", p)
+		}
+	}
+}
