@@ -180,3 +180,27 @@ func NodeProcesses() []string {
 	}
 	return out
 }
+
+// createCgroups creates CgroupRoot in every cgroup hierarchy: kubelet
+// refuses a --cgroup-root that does not exist.
+func createCgroups() error {
+	ms, _ := filepath.Glob("/sys/fs/cgroup/*")
+	for _, m := range ms {
+		if st, err := os.Stat(filepath.Join(m, "cgroup.procs")); err != nil || st.IsDir() {
+			continue // not a hierarchy root
+		}
+		if err := os.MkdirAll(m+CgroupRoot, 0o755); err != nil {
+			return fmt.Errorf("create cgroup %s: %w", m+CgroupRoot, err)
+		}
+		// A new cpuset cgroup starts with no CPUs and no memory nodes:
+		// inherit the root's, or nothing can join it.
+		for _, f := range []string{"cpuset.cpus", "cpuset.mems"} {
+			if v, err := os.ReadFile(filepath.Join(m, f)); err == nil {
+				if err := os.WriteFile(filepath.Join(m+CgroupRoot, f), v, 0o644); err != nil {
+					return fmt.Errorf("cgroup %s: %w", filepath.Join(m+CgroupRoot, f), err)
+				}
+			}
+		}
+	}
+	return nil
+}

@@ -159,6 +159,9 @@ func Up(ctx context.Context, l Layout, o Options) (State, error) {
 		_ = teardownNetwork()
 		return State{}, err
 	}
+	if err := createCgroups(); err != nil {
+		return State{}, err
+	}
 	p.done()
 
 	p.begin("starting the node (etcd, kube-apiserver, controller-manager, scheduler, containerd, kubelet)")
