@@ -43,7 +43,7 @@ func Write(dir, resource, deviceID string, info *nadv1.DeviceInfo) error {
 	if err != nil {
 		return fmt.Errorf("device-info for %s %s: %w", resource, deviceID, err)
 	}
-	return fsutil.WriteFileAtomic(Path(dir, resource, deviceID), b, 0o444, true)
+	return fsutil.WriteFileAtomic(Path(dir, resource, deviceID), b, 0o444)
 }
 
 // Read loads a device-info file; (nil, nil) when it does not exist.

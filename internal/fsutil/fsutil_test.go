@@ -1,43 +1,165 @@
 package fsutil
 
 import (
+	"errors"
 	"os"
 	"path/filepath"
+	"slices"
+	"strings"
 	"testing"
 )
+
+// syncCall is what a recording fsync saw when it was called.
+type syncCall struct {
+	kind    string // "file" or "dir"
+	name    string // base name of the synced file or directory
+	content string // content of the synced file (kind "file")
+	target  string // content of the target path at that moment ("" when absent)
+}
+
+// recordingSync fsyncs for real and records every call; failOn makes the
+// call of that kind fail instead.
+func recordingSync(t *testing.T, target string, calls *[]syncCall, failOn string) func(*os.File) error {
+	return func(f *os.File) error {
+		fi, err := f.Stat()
+		if err != nil {
+			t.Fatalf("stat synced file: %v", err)
+		}
+		c := syncCall{kind: "file", name: filepath.Base(f.Name())}
+		if fi.IsDir() {
+			c.kind = "dir"
+		} else {
+			b, err := os.ReadFile(f.Name())
+			if err != nil {
+				t.Fatalf("read synced file: %v", err)
+			}
+			c.content = string(b)
+		}
+		if b, err := os.ReadFile(target); err == nil {
+			c.target = string(b)
+		}
+		*calls = append(*calls, c)
+		if c.kind == failOn {
+			return errInjected
+		}
+		return f.Sync()
+	}
+}
+
+var errInjected = errors.New("injected fsync failure")
 
 func TestWriteFileAtomic(t *testing.T) {
 	tests := []struct {
 		name string
-		sync bool
+		old  string // existing content; "" = no file
 		perm os.FileMode
+		// failOn makes the fsync of "file" or "dir" fail.
+		failOn string
+		// want: the error wraps errInjected; content: the file afterwards.
+		wantErr bool
+		content string
 	}{
-		{"synced private", true, 0o600},
-		{"unsynced read-only", false, 0o444},
+		{name: "new file", perm: 0o600, content: "new"},
+		{name: "replace read-only", old: "old", perm: 0o444, content: "new"},
+		{name: "file fsync fails: old file intact", old: "old", perm: 0o600, failOn: "file", wantErr: true, content: "old"},
+		{name: "file fsync fails: no file created", perm: 0o600, failOn: "file", wantErr: true},
+		{name: "directory fsync fails after the rename", old: "old", perm: 0o600, failOn: "dir", wantErr: true, content: "new"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			p := filepath.Join(t.TempDir(), "sub", "f.json")
-			for _, content := range []string{"old", "new"} {
-				if err := WriteFileAtomic(p, []byte(content), tc.perm, tc.sync); err != nil {
+			dir := filepath.Join(t.TempDir(), "sub")
+			p := filepath.Join(dir, "f.json")
+			if tc.old != "" {
+				if err := os.MkdirAll(dir, 0o700); err != nil {
+					t.Fatal(err)
+				}
+				if err := os.WriteFile(p, []byte(tc.old), 0o600); err != nil {
 					t.Fatal(err)
 				}
 			}
-			b, err := os.ReadFile(p)
-			if err != nil || string(b) != "new" {
-				t.Fatalf("content %q, %v", b, err)
+			var calls []syncCall
+			err := writeFileAtomic(p, []byte("new"), tc.perm, recordingSync(t, p, &calls, tc.failOn))
+			if tc.wantErr != errors.Is(err, errInjected) {
+				t.Fatalf("error %v, want injected failure: %t", err, tc.wantErr)
 			}
-			fi, _ := os.Stat(p)
-			if fi.Mode().Perm() != tc.perm {
-				t.Fatalf("perm %v, want %v", fi.Mode().Perm(), tc.perm)
+			if err != nil && !strings.Contains(err.Error(), p) {
+				t.Errorf("error %q does not name the file", err)
 			}
-			ents, _ := os.ReadDir(filepath.Dir(p))
-			if len(ents) != 1 {
-				t.Fatalf("temporary files left: %v", ents)
+			b, readErr := os.ReadFile(p)
+			if got := string(b); got != tc.content || (tc.content == "") != errors.Is(readErr, os.ErrNotExist) {
+				t.Fatalf("content %q (%v), want %q", got, readErr, tc.content)
+			}
+			if tc.content == "new" {
+				if fi, _ := os.Stat(p); fi.Mode().Perm() != tc.perm {
+					t.Errorf("perm %v, want %v", fi.Mode().Perm(), tc.perm)
+				}
+			}
+			ents, _ := os.ReadDir(dir)
+			var names []string
+			for _, e := range ents {
+				names = append(names, e.Name())
+			}
+			if want := []string{"f.json"}; tc.content == "" && len(names) != 0 || tc.content != "" && !slices.Equal(names, want) {
+				t.Errorf("directory holds %v, want only the target (no temporary file)", names)
+			}
+
+			// The file is synced with the new content before it gets the
+			// name; the directory after the rename.
+			if len(calls) == 0 || calls[0].kind != "file" || calls[0].content != "new" || calls[0].target != tc.old ||
+				!strings.HasPrefix(calls[0].name, ".f.json.tmp") {
+				t.Fatalf("first fsync %+v, want the temporary file holding the new content while the target still holds %q", calls, tc.old)
+			}
+			if tc.failOn == "file" {
+				if len(calls) != 1 {
+					t.Errorf("fsyncs %+v after a failed file fsync, want none", calls[1:])
+				}
+				return
+			}
+			if len(calls) != 2 || calls[1].kind != "dir" || calls[1].name != "sub" || calls[1].target != "new" {
+				t.Errorf("fsyncs %+v, want the file, then directory sub after the rename", calls)
 			}
 		})
 	}
-	if err := WriteFileAtomic(filepath.Join("/proc/version", "x"), []byte("x"), 0o600, true); err == nil {
-		t.Fatal("want an error writing under a file")
+}
+
+func TestWriteFileAtomicFailures(t *testing.T) {
+	tests := []struct {
+		name  string
+		setup func(t *testing.T) (path string, check func(t *testing.T))
+	}{
+		{name: "target is a directory: rename fails, no temporary file", setup: func(t *testing.T) (string, func(*testing.T)) {
+			dir := t.TempDir()
+			p := filepath.Join(dir, "state")
+			if err := os.Mkdir(p, 0o700); err != nil {
+				t.Fatal(err)
+			}
+			return p, func(t *testing.T) {
+				ents, _ := os.ReadDir(dir)
+				if len(ents) != 1 || !ents[0].IsDir() {
+					t.Errorf("directory holds %v, want only the untouched target", ents)
+				}
+			}
+		}},
+		{name: "parent is a file", setup: func(t *testing.T) (string, func(*testing.T)) {
+			f := filepath.Join(t.TempDir(), "file")
+			if err := os.WriteFile(f, []byte("x"), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			return filepath.Join(f, "x"), func(t *testing.T) {
+				if b, _ := os.ReadFile(f); string(b) != "x" {
+					t.Errorf("parent file changed to %q", b)
+				}
+			}
+		}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			p, check := tc.setup(t)
+			err := WriteFileAtomic(p, []byte("new"), 0o600)
+			if err == nil || !strings.Contains(err.Error(), p) {
+				t.Fatalf("error %v, want one naming %s", err, p)
+			}
+			check(t)
+		})
 	}
 }

@@ -92,6 +92,7 @@ func WriteFileAtomic(path string, data []byte, perm os.FileMode) error {
 	return writeFileAtomic(path, data, perm, true)
 }
 
+// sync is ignored: fsutil.WriteFileAtomic always fsyncs the file and its directory.
 func writeFileAtomic(path string, data []byte, perm os.FileMode, sync bool) error {
-	return fsutil.WriteFileAtomic(path, data, perm, sync)
+	return fsutil.WriteFileAtomic(path, data, perm)
 }

@@ -227,5 +227,5 @@ func (s *StaticSource) SetNetworkStatus(_ context.Context, ns, name string, _ k8
 }
 
 func writeAtomic(path string, b []byte) error {
-	return fsutil.WriteFileAtomic(path, b, 0o644, true)
+	return fsutil.WriteFileAtomic(path, b, 0o644)
 }
