@@ -2,12 +2,16 @@
 package main
 
 import (
+	"os"
+
 	"github.com/containernetworking/cni/pkg/skel"
 
 	"github.com/rdmanet/rdmanet/internal/cni/rdma"
+	"github.com/rdmanet/rdmanet/internal/version"
 )
 
 func main() {
+	version.Handle("rdma", os.Args[1:])
 	p, err := rdma.FromEnv(nil)
 	skel.PluginMainFuncs(rdma.Funcs(p, err), rdma.Versions, rdma.About)
 }

@@ -16,12 +16,14 @@ import (
 
 	"github.com/rdmanet/rdmanet/internal/cni/inproc"
 	"github.com/rdmanet/rdmanet/internal/cni/meta"
+	"github.com/rdmanet/rdmanet/internal/version"
 )
 
 func main() { os.Exit(run()) }
 
 func run() int {
 	fs := flag.NewFlagSet("rdmanet-daemon", flag.ContinueOnError)
+	version.Flag(fs, "rdmanet-daemon")
 	confPath := fs.String("config", "/etc/cni/net.d/00-rdmanet.conf", "the rdmanet network config (the same file the runtime passes to the shim): kubeconfig, source, podResourcesSocket, daemonSocket")
 	socket := fs.String("socket", "", "unix socket to serve (default: the config's daemonSocket)")
 	node := fs.String("node-name", os.Getenv("NODE_NAME"), "this node's name: the pod cache holds only its pods (default $NODE_NAME)")

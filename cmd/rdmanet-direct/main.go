@@ -3,6 +3,14 @@
 // runs it when the daemon is not configured or not reachable.
 package main
 
-import "github.com/rdmanet/rdmanet/internal/cni/meta"
+import (
+	"os"
 
-func main() { meta.Main() }
+	"github.com/rdmanet/rdmanet/internal/cni/meta"
+	"github.com/rdmanet/rdmanet/internal/version"
+)
+
+func main() {
+	version.Handle("rdmanet-direct", os.Args[1:])
+	meta.Main()
+}

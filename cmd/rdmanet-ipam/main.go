@@ -12,9 +12,11 @@ import (
 
 	"github.com/rdmanet/rdmanet/internal/ipam"
 	"github.com/rdmanet/rdmanet/internal/ipam/gc"
+	"github.com/rdmanet/rdmanet/internal/version"
 )
 
 func main() {
+	version.Handle("rdmanet-ipam", os.Args[1:])
 	if len(os.Args) > 1 && os.Args[1] == "gc" {
 		os.Exit(gc.Main(os.Args[2:], os.Stdout, os.Stderr))
 	}

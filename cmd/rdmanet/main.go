@@ -3,6 +3,14 @@
 // rdmanet-direct when no daemon answers.
 package main
 
-import "github.com/rdmanet/rdmanet/internal/cni/meta/shim"
+import (
+	"os"
 
-func main() { shim.Main() }
+	"github.com/rdmanet/rdmanet/internal/cni/meta/shim"
+	"github.com/rdmanet/rdmanet/internal/version"
+)
+
+func main() {
+	version.Handle("rdmanet", os.Args[1:])
+	shim.Main()
+}

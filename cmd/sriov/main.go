@@ -2,12 +2,16 @@
 package main
 
 import (
+	"os"
+
 	"github.com/containernetworking/cni/pkg/skel"
 
 	"github.com/rdmanet/rdmanet/internal/cni/sriov"
+	"github.com/rdmanet/rdmanet/internal/version"
 )
 
 func main() {
+	version.Handle("sriov", os.Args[1:])
 	p, err := sriov.FromEnv(nil)
 	skel.PluginMainFuncs(sriov.Funcs(p, err), sriov.Versions, sriov.About)
 }
