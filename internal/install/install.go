@@ -1,0 +1,587 @@
+// Package install is the rdmanet-node DaemonSet's CNI-install step
+// (cmd/rdmanet-install): it puts rdmanet's CNI binaries into the node's CNI
+// bin directory and its config and kubeconfigs into the CNI config
+// directory, and takes them out again with Uninstall. The image has no
+// shell; this replaces the former install.sh.
+//
+// Install, in order:
+//
+//  1. reads the install manifest of an earlier run (the stamp:
+//     <conf>/rdmanet.d/install.json) and refuses to replace a newer rdmanet
+//     unless Force;
+//  2. decides whether rdmanet-ipam is also installed as "whereabouts"
+//     (AsWhereabouts: never over another project's whereabouts in auto);
+//  3. checks every input (binaries, token Secrets, ConfigMap files) before
+//     writing anything, and records what it is about to write;
+//  4. writes each file atomically (temporary file in the same directory,
+//     fsync, rename: a running plugin keeps its file), skipping files that
+//     are already identical, the meta CNI config 00-rdmanet.conf last
+//     (the runtime starts using rdmanet once it appears);
+//  5. removes what an earlier install put there and this one no longer
+//     installs, and writes the final manifest.
+//
+// Uninstall removes exactly the files the manifest lists, each only while it
+// is still the file rdmanet wrote (or, for a binary, an rdmanet build of the
+// same command), 00-rdmanet.conf first.
+package install
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"log/slog"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/rdmanet/rdmanet/internal/fsutil"
+	"github.com/rdmanet/rdmanet/internal/version"
+	"github.com/rdmanet/rdmanet/internal/version/inspect"
+)
+
+// DefaultBinaries are the CNI binaries the node needs: the meta CNI shim,
+// its per-call fallback, the two drop-in plugins and the IPAM.
+var DefaultBinaries = []string{"rdmanet", "rdmanet-direct", "sriov", "rdma", "rdmanet-ipam"}
+
+// File names and directories in the CNI config directory.
+const (
+	MetaConf      = "00-rdmanet.conf"
+	IPAMConf      = "rdmanet-ipam.conf"
+	MetaDir       = "rdmanet.d"
+	IPAMDir       = "rdmanet-ipam.d"
+	ManifestName  = "install.json"
+	Whereabouts   = "whereabouts"
+	IPAMBinary    = "rdmanet-ipam"
+	legacyTmpTail = ".rdmanet-tmp" // install.sh's temporary files
+)
+
+// Whereabouts modes.
+const (
+	WhereaboutsAuto  = "auto"
+	WhereaboutsTrue  = "true"
+	WhereaboutsFalse = "false"
+)
+
+// Identity is one kubeconfig the installer writes for host-side binaries:
+// <CNIConfDir>/<Dir>/<Name>.kubeconfig reading <Dir>/token, from the token
+// Secret mounted at <TokenDir>/<TokenSub>.
+type Identity struct {
+	Name, Dir, TokenSub, Secret string
+}
+
+// Identities: the meta CNI (rdmanet shim → rdmanet-direct) and rdmanet-ipam.
+var Identities = []Identity{
+	{Name: "rdmanet", Dir: MetaDir, TokenSub: "daemon", Secret: "rdmanet-daemon-token"},
+	{Name: "rdmanet-ipam", Dir: IPAMDir, TokenSub: "ipam", Secret: "rdmanet-ipam-token"},
+}
+
+// Options are every path and switch of an install. Zero paths are not
+// defaulted here: the command's flags carry the defaults (DefaultOptions).
+type Options struct {
+	// SrcDir holds the binaries to install (the image's /opt/rdmanet/bin);
+	// Src, when set, is read instead (tests).
+	SrcDir string
+	Src    fs.FS
+	// CNIBinDir is the node's CNI bin directory as mounted here.
+	CNIBinDir string
+	// CNIConfDir is the node's CNI config directory, mounted at the same
+	// path as on the host: the kubeconfigs name files in it by that path.
+	CNIConfDir string
+	// ConfigDir holds 00-rdmanet.conf and rdmanet-ipam.conf (the ConfigMap).
+	ConfigDir string
+	// TokenDir holds one directory per Identity.TokenSub with token and ca.crt.
+	TokenDir string
+	// Manifest is the stamp file (default <CNIConfDir>/rdmanet.d/install.json).
+	Manifest string
+	// Binaries to install from SrcDir (default DefaultBinaries).
+	Binaries []string
+	// AsWhereabouts: auto, true or false (see Main's --help).
+	AsWhereabouts string
+	// Force allows a downgrade, and with AsWhereabouts "true" replacing
+	// another project's whereabouts.
+	Force bool
+	// APIServer is the server URL written into the kubeconfigs.
+	APIServer string
+	// Version is the version of what is installed (version.Get()).
+	Version string
+	// Installer describes the installer for the manifest (version.String).
+	Installer string
+	// ReportedVersion asks an installed rdmanet binary its version when no
+	// manifest says (an install without a stamp); nil runs `path --version`.
+	ReportedVersion func(ctx context.Context, path string) (string, error)
+	Log             *slog.Logger
+}
+
+// DefaultOptions are the DaemonSet's mount paths.
+func DefaultOptions() Options {
+	return Options{
+		SrcDir:        "/opt/rdmanet/bin",
+		CNIBinDir:     "/host/opt/cni/bin",
+		CNIConfDir:    "/etc/cni/net.d",
+		ConfigDir:     "/etc/rdmanet/node",
+		TokenDir:      "/var/run/secrets/rdmanet",
+		Binaries:      slices.Clone(DefaultBinaries),
+		AsWhereabouts: WhereaboutsAuto,
+	}
+}
+
+// ErrNewerInstalled is returned (wrapped) when a newer rdmanet is installed
+// and Force is not set.
+var ErrNewerInstalled = errors.New("a newer rdmanet is installed")
+
+// ErrForeignWhereabouts is returned (wrapped) when AsWhereabouts is "true",
+// another project's whereabouts is installed, and Force is not set.
+var ErrForeignWhereabouts = errors.New("another whereabouts plugin is installed")
+
+// Action is what happened to one file.
+type Action struct {
+	Path   string `json:"path"`
+	Did    string `json:"did"` // installed, updated, unchanged, removed, left, skipped, gone
+	Reason string `json:"reason,omitempty"`
+}
+
+// Report is the outcome of Install or Uninstall.
+type Report struct {
+	Version          string   `json:"version"`
+	InstalledVersion string   `json:"installedVersion,omitempty"`
+	Whereabouts      string   `json:"whereabouts"` // installed, skipped, not requested, removed
+	Actions          []Action `json:"actions"`
+	Took             time.Duration
+}
+
+// Count returns how many actions did what.
+func (r *Report) Count(did string) int {
+	n := 0
+	for _, a := range r.Actions {
+		if a.Did == did {
+			n++
+		}
+	}
+	return n
+}
+
+func (o *Options) manifestPath() string {
+	if o.Manifest != "" {
+		return o.Manifest
+	}
+	return filepath.Join(o.CNIConfDir, MetaDir, ManifestName)
+}
+
+func (o *Options) log() *slog.Logger {
+	if o.Log != nil {
+		return o.Log
+	}
+	return slog.New(slog.DiscardHandler)
+}
+
+func (o *Options) src() fs.FS {
+	if o.Src != nil {
+		return o.Src
+	}
+	return os.DirFS(o.SrcDir)
+}
+
+// root returns the directory of a manifest root ("bin" or "conf").
+func (o *Options) root(r string) string {
+	if r == rootBin {
+		return o.CNIBinDir
+	}
+	return o.CNIConfDir
+}
+
+func (o *Options) abs(e Entry) string {
+	return filepath.Join(o.root(e.Root), filepath.FromSlash(e.Path))
+}
+
+// planned is one file to write: where, its mode, where its bytes come from.
+type planned struct {
+	entry Entry
+	mode  os.FileMode
+	// read returns the content; src names it in errors and logs.
+	read func() ([]byte, error)
+	src  string
+}
+
+func (o *Options) validate() error {
+	for _, p := range []struct{ flag, v string }{{"--src-dir", o.SrcDir}, {"--cni-bin-dir", o.CNIBinDir}, {"--cni-conf-dir", o.CNIConfDir},
+		{"--config-dir", o.ConfigDir}, {"--token-dir", o.TokenDir}} {
+		if p.v == "" && !(p.flag == "--src-dir" && o.Src != nil) {
+			return fmt.Errorf("%s is empty: give the directory", p.flag)
+		}
+	}
+	switch o.AsWhereabouts {
+	case WhereaboutsAuto, WhereaboutsTrue, WhereaboutsFalse:
+	default:
+		return fmt.Errorf("--install-as-whereabouts=%q: must be auto, true or false", o.AsWhereabouts)
+	}
+	if len(o.Binaries) == 0 {
+		return errors.New("--binaries is empty: name the binaries to install")
+	}
+	for _, b := range o.Binaries {
+		if b == "" || strings.ContainsRune(b, '/') || b == Whereabouts {
+			return fmt.Errorf("--binaries: %q is not a binary name (whereabouts is chosen by --install-as-whereabouts)", b)
+		}
+	}
+	if o.APIServer == "" {
+		return errors.New("no API server: KUBERNETES_SERVICE_HOST/KUBERNETES_SERVICE_PORT are not set and --api-server is empty; fix: run in a pod (kubelet sets them) or pass --api-server=https://HOST:PORT")
+	}
+	return nil
+}
+
+// Install installs rdmanet into the node's CNI directories (see the package doc).
+func Install(ctx context.Context, o Options) (*Report, error) {
+	start := time.Now()
+	log := o.log()
+	if err := o.validate(); err != nil {
+		return nil, err
+	}
+	rep := &Report{Version: o.Version}
+	old, err := readManifest(o.manifestPath())
+	if err != nil {
+		return nil, err
+	}
+	log.Info("rdmanet-install: installing", "version", o.Version, "src", o.srcName(), "cni_bin_dir", o.CNIBinDir,
+		"cni_conf_dir", o.CNIConfDir, "install_as_whereabouts", o.AsWhereabouts, "force", o.Force)
+
+	// 1. never clobber a newer install
+	installed, from := o.installedVersion(ctx, old)
+	rep.InstalledVersion = installed
+	if err := o.checkVersion(installed, from); err != nil {
+		return rep, err
+	}
+
+	// 2. whereabouts
+	plan, err := o.plan()
+	if err != nil {
+		return rep, err
+	}
+	wb, err := o.decideWhereabouts(old)
+	if err != nil {
+		return rep, err
+	}
+	rep.Whereabouts = wb.what
+	if wb.install {
+		ipam := plan[slices.IndexFunc(plan, func(p planned) bool { return p.entry.Path == IPAMBinary && p.entry.Root == rootBin })]
+		wbp := ipam
+		wbp.entry = Entry{Root: rootBin, Path: Whereabouts, Kind: kindBinary, SHA256: ipam.entry.SHA256}
+		// before the configs: binaries first, 00-rdmanet.conf last
+		i := slices.IndexFunc(plan, func(p planned) bool { return p.entry.Root != rootBin })
+		plan = slices.Insert(plan, i, wbp)
+	}
+	for _, l := range wb.logs {
+		l(log)
+	}
+
+	// 3. record what is about to be written (with what is there now, so an
+	// interrupted run can still be uninstalled), then write.
+	next := &Manifest{Version: o.Version, Installer: o.Installer, Time: time.Now().UTC().Format(time.RFC3339)}
+	for _, p := range plan {
+		next.Files = append(next.Files, p.entry)
+	}
+	next.Dirs = []string{MetaDir, IPAMDir}
+	if err := o.prepareDirs(); err != nil {
+		return rep, err
+	}
+	o.sweepTemps(plan, old)
+	if err := writeManifest(o.manifestPath(), pending(old, next)); err != nil {
+		return rep, err
+	}
+	for _, p := range plan {
+		a, err := o.put(p)
+		if err != nil {
+			return rep, err
+		}
+		rep.Actions = append(rep.Actions, a)
+	}
+
+	// 4. what an earlier install put there and this one does not
+	if old != nil {
+		for _, e := range old.Files {
+			if next.has(e) {
+				continue
+			}
+			a := o.remove(e, "no longer installed")
+			rep.Actions = append(rep.Actions, a)
+		}
+	}
+	if err := writeManifest(o.manifestPath(), next); err != nil {
+		return rep, err
+	}
+	rep.Took = time.Since(start)
+	log.Info("rdmanet-install: done", "version", o.Version, "installed", rep.Count("installed"), "updated", rep.Count("updated"),
+		"unchanged", rep.Count("unchanged"), "removed", rep.Count("removed"), "whereabouts", rep.Whereabouts,
+		"manifest", o.manifestPath(), "took", rep.Took.Round(time.Millisecond))
+	return rep, nil
+}
+
+func (o *Options) srcName() string {
+	if o.Src != nil && o.SrcDir == "" {
+		return "(in-memory)"
+	}
+	return o.SrcDir
+}
+
+// installedVersion: the manifest's version, else (an install without a
+// stamp) what the installed rdmanet shim reports. from says where it came from.
+func (o *Options) installedVersion(ctx context.Context, m *Manifest) (v, from string) {
+	if m != nil {
+		return m.Version, o.manifestPath()
+	}
+	shim := filepath.Join(o.CNIBinDir, "rdmanet")
+	b, err := inspect.File(shim)
+	if err != nil || !b.Is("rdmanet") {
+		return "", ""
+	}
+	ask := o.ReportedVersion
+	if ask == nil {
+		ask = reportedVersion
+	}
+	v, err = ask(ctx, shim)
+	if err != nil {
+		o.log().Info("installed rdmanet does not report a version (an install from before 0.2.0): treating it as older", "file", shim, "err", err)
+		return "", ""
+	}
+	return v, shim + " --version"
+}
+
+// reportedVersion runs `path --version` (rdmanet's own binary: inspect said so).
+func reportedVersion(ctx context.Context, path string) (string, error) {
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, path, "--version")
+	cmd.Env = []string{"PATH=/nonexistent"}
+	out, err := cmd.Output()
+	if err != nil {
+		return "", fmt.Errorf("%s --version: %w", path, err)
+	}
+	_, v, ok := version.Parse(string(out))
+	if !ok {
+		return "", fmt.Errorf("%s --version printed %q, not a version", path, strings.TrimSpace(string(out)))
+	}
+	return v, nil
+}
+
+func (o *Options) checkVersion(installed, from string) error {
+	log := o.log()
+	if installed == "" {
+		log.Info("no rdmanet install recorded here: fresh install", "manifest", o.manifestPath())
+		return nil
+	}
+	c, ok := version.Compare(installed, o.Version)
+	switch {
+	case !ok:
+		log.Warn("cannot compare the installed version with this one: installing", "installed", installed, "from", from, "version", o.Version)
+	case c == 0:
+		log.Info("same version installed: reinstalling (identical files are left as they are)", "installed", installed)
+	case c < 0:
+		log.Info("upgrading", "installed", installed, "version", o.Version)
+	case o.Force:
+		log.Warn("downgrading a newer install (--force)", "installed", installed, "from", from, "version", o.Version)
+	default:
+		return fmt.Errorf("%w: %s says rdmanet %s, this installer is %s: refusing to downgrade, nothing changed; fix: run the %s image, or pass --force to downgrade",
+			ErrNewerInstalled, from, installed, o.Version, installed)
+	}
+	return nil
+}
+
+// plan lists the files to write, in order: binaries, token copies and
+// kubeconfigs, rdmanet-ipam.conf, 00-rdmanet.conf. Every input is checked
+// and hashed here, before anything is written.
+func (o *Options) plan() ([]planned, error) {
+	var plan []planned
+	src := o.src()
+	for _, b := range o.Binaries {
+		sum, err := hashFS(src, b)
+		if err != nil {
+			return nil, fmt.Errorf("binary %s in %s: %w; fix: use the rdmanet image (make image) or point --src-dir at a directory holding %s",
+				b, o.srcName(), err, strings.Join(o.Binaries, ", "))
+		}
+		name := b
+		plan = append(plan, planned{entry: Entry{Root: rootBin, Path: b, Kind: kindBinary, SHA256: sum}, mode: 0o755,
+			read: func() ([]byte, error) { return fs.ReadFile(src, name) }, src: filepath.Join(o.srcName(), b)})
+	}
+	if !slices.Contains(o.Binaries, IPAMBinary) && o.AsWhereabouts == WhereaboutsTrue {
+		return nil, fmt.Errorf("--install-as-whereabouts=true needs %s among --binaries", IPAMBinary)
+	}
+	for _, id := range Identities {
+		dir := filepath.Join(o.TokenDir, id.TokenSub)
+		token, err := readSecretFile(dir, "token", id)
+		if err != nil {
+			return nil, err
+		}
+		ca, err := readSecretFile(dir, "ca.crt", id)
+		if err != nil {
+			return nil, err
+		}
+		if !strings.Contains(string(ca), "-----BEGIN CERTIFICATE-----") {
+			return nil, fmt.Errorf("%s: not a PEM certificate; fix: the Secret %s's ca.crt must be the cluster CA (kube-controller-manager fills it with --root-ca-file)",
+				filepath.Join(dir, "ca.crt"), id.Secret)
+		}
+		confDir := filepath.Join(o.CNIConfDir, id.Dir)
+		kc := Kubeconfig(id.Name, o.APIServer, filepath.Join(confDir, "ca.crt"), filepath.Join(confDir, "token"))
+		plan = append(plan,
+			bytesPlan(Entry{Root: rootConf, Path: id.Dir + "/token", Kind: kindSecret}, 0o600, token, filepath.Join(dir, "token")),
+			bytesPlan(Entry{Root: rootConf, Path: id.Dir + "/ca.crt", Kind: kindConfig}, 0o644, ca, filepath.Join(dir, "ca.crt")),
+			bytesPlan(Entry{Root: rootConf, Path: id.Dir + "/" + id.Name + ".kubeconfig", Kind: kindSecret}, 0o600, kc, "server "+o.APIServer))
+	}
+	for _, c := range []struct{ name, dest string }{{IPAMConf, IPAMDir + "/" + IPAMConf}, {MetaConf, MetaConf}} {
+		p := filepath.Join(o.ConfigDir, c.name)
+		b, err := os.ReadFile(p)
+		if err != nil {
+			return nil, fmt.Errorf("config %s: %w; fix: mount the ConfigMap rdmanet-node-config (deploy/node-config.yaml, key %s) at --config-dir", p, err, c.name)
+		}
+		if !json.Valid(b) {
+			return nil, fmt.Errorf("config %s is not valid JSON; fix: correct the key %s of the ConfigMap rdmanet-node-config", p, c.name)
+		}
+		plan = append(plan, bytesPlan(Entry{Root: rootConf, Path: c.dest, Kind: kindConfig}, 0o644, b, p))
+	}
+	return plan, nil
+}
+
+func bytesPlan(e Entry, mode os.FileMode, b []byte, src string) planned {
+	e.SHA256 = hashBytes(b)
+	return planned{entry: e, mode: mode, read: func() ([]byte, error) { return b, nil }, src: src}
+}
+
+func readSecretFile(dir, name string, id Identity) ([]byte, error) {
+	p := filepath.Join(dir, name)
+	b, err := os.ReadFile(p)
+	if err == nil && len(strings.TrimSpace(string(b))) == 0 {
+		err = errors.New("empty")
+	}
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w; fix: the Secret %s (deploy/node-tokens.yaml) must be mounted at %s and filled in by kube-controller-manager's token controller "+
+			"(kubectl -n rdmanet-system get secret %s shows data.%s); until then this init container fails and is retried", p, err, id.Secret, dir, id.Secret, name)
+	}
+	return b, nil
+}
+
+func (o *Options) prepareDirs() error {
+	for _, d := range []struct {
+		path string
+		mode os.FileMode
+	}{{o.CNIBinDir, 0o755}, {o.CNIConfDir, 0o755}, {filepath.Join(o.CNIConfDir, MetaDir), 0o700}, {filepath.Join(o.CNIConfDir, IPAMDir), 0o700}} {
+		if err := os.MkdirAll(d.path, d.mode); err != nil {
+			return fmt.Errorf("create %s: %w; fix: mount the host directory read-write", d.path, err)
+		}
+		if d.mode == 0o700 {
+			if err := os.Chmod(d.path, d.mode); err != nil {
+				return fmt.Errorf("chmod %s: %w", d.path, err)
+			}
+		}
+	}
+	return nil
+}
+
+// put writes one planned file unless it is already there, byte for byte,
+// with its mode.
+func (o *Options) put(p planned) (Action, error) {
+	start := time.Now()
+	dest := o.abs(p.entry)
+	did := "installed"
+	if st, err := os.Lstat(dest); err == nil {
+		did = "updated"
+		if st.Mode().IsRegular() && st.Mode().Perm() == p.mode {
+			if sum, err := hashFile(dest); err == nil && sum == p.entry.SHA256 {
+				o.log().Info("unchanged", "file", dest)
+				return Action{Path: dest, Did: "unchanged"}, nil
+			}
+		}
+	}
+	b, err := p.read()
+	if err != nil {
+		return Action{}, fmt.Errorf("read %s: %w; nothing was written to %s (it keeps its previous content, if any); fix: the source and rerun", p.src, err, dest)
+	}
+	if hashBytes(b) != p.entry.SHA256 {
+		return Action{}, fmt.Errorf("%s changed while installing (checksum differs from the one taken at the start); nothing was written to %s; rerun", p.src, dest)
+	}
+	if err := fsutil.WriteFileAtomic(dest, b, p.mode); err != nil {
+		return Action{}, fmt.Errorf("install %s: %w; fix: the directory must be writable by this container (hostPath mount read-write)", dest, err)
+	}
+	o.log().Info(did, "file", dest, "from", p.src, "bytes", len(b), "mode", fmt.Sprintf("%04o", p.mode), "took", time.Since(start).Round(time.Microsecond))
+	return Action{Path: dest, Did: did}, nil
+}
+
+// sweepTemps removes temporary files an interrupted earlier run left next to
+// the files this one writes: fsutil's ".<name>.tmp*" and install.sh's
+// "<name>.rdmanet-tmp". They never carry a file's real name, so nothing
+// reads them, but they take space.
+func (o *Options) sweepTemps(plan []planned, old *Manifest) {
+	seen := map[string]bool{}
+	var entries []Entry
+	for _, p := range plan {
+		entries = append(entries, p.entry)
+	}
+	if old != nil {
+		entries = append(entries, old.Files...)
+	}
+	entries = append(entries, Entry{Root: rootConf, Path: MetaDir + "/" + ManifestName})
+	for _, e := range entries {
+		dest := o.abs(e)
+		if seen[dest] {
+			continue
+		}
+		seen[dest] = true
+		dir, base := filepath.Split(dest)
+		matches, _ := filepath.Glob(filepath.Join(dir, "."+globEscape(base)+".tmp*"))
+		matches = append(matches, dest+legacyTmpTail)
+		for _, m := range matches {
+			if st, err := os.Lstat(m); err == nil && st.Mode().IsRegular() {
+				if err := os.Remove(m); err == nil {
+					o.log().Info("removed a temporary file an interrupted install left", "file", m)
+				}
+			}
+		}
+	}
+}
+
+func globEscape(s string) string {
+	r := strings.NewReplacer(`*`, `\*`, `?`, `\?`, `[`, `\[`, `\`, `\\`)
+	return r.Replace(s)
+}
+
+func hashBytes(b []byte) string {
+	s := sha256.Sum256(b)
+	return hex.EncodeToString(s[:])
+}
+
+func hashReader(r io.Reader) (string, error) {
+	h := sha256.New()
+	if _, err := io.Copy(h, r); err != nil {
+		return "", err
+	}
+	return hex.EncodeToString(h.Sum(nil)), nil
+}
+
+func hashFile(path string) (string, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return "", err
+	}
+	defer f.Close()
+	return hashReader(f)
+}
+
+func hashFS(fsys fs.FS, name string) (string, error) {
+	f, err := fsys.Open(name)
+	if err != nil {
+		return "", err
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return "", err
+	}
+	if !st.Mode().IsRegular() {
+		return "", fmt.Errorf("not a regular file (%s)", st.Mode())
+	}
+	return hashReader(f)
+}
