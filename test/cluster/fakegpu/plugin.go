@@ -70,8 +70,8 @@ type Plugin struct {
 	mu   sync.Mutex
 	grpc *grpc.Server
 	// kubelet identifies the kubelet.sock we last registered through
-	// (inode and modification time: a new file may reuse the inode);
-	// zero when not registered since the server (re)started.
+	// (inode and modification time: a recreated file may get the same
+	// inode); zero when not registered since the server (re)started.
 	kubelet fileID
 }
 
@@ -178,19 +178,10 @@ func (p *Plugin) Run(ctx context.Context) error {
 		case <-ctx.Done():
 			return nil
 		case <-tick.C:
-		case ev := <-events:
-			if ev.Has(fsnotify.Create) && filepath.Clean(ev.Name) == filepath.Clean(p.o.KubeletSocket) {
-				p.forget() // a new kubelet, whatever its file looks like
-			}
+		case <-events:
 		case <-retry:
 		}
 	}
-}
-
-func (p *Plugin) forget() {
-	p.mu.Lock()
-	p.kubelet = fileID{}
-	p.mu.Unlock()
 }
 
 // retryDelay bounds the wait before a failed sync is tried again.
