@@ -16,6 +16,7 @@ import (
 
 	"github.com/rdmanet/rdmanet/internal/cni/inproc"
 	"github.com/rdmanet/rdmanet/internal/cni/meta"
+	"github.com/rdmanet/rdmanet/internal/sockprobe"
 	"github.com/rdmanet/rdmanet/internal/version"
 )
 
@@ -30,6 +31,7 @@ func run() int {
 	logLevel := fs.String("log-level", "info", "debug, info, warn or error")
 	syncTimeout := fs.Duration("sync-timeout", 60*time.Second, "how long to wait for the first informer sync")
 	statusWrite := fs.String("status-write", "async", "when the network-status annotation is written: \"async\" (after ADD has answered the runtime; transient API errors retried for up to 2m, cancelled by the container's DEL) or \"sync\" (before ADD answers; a failed write fails the ADD)")
+	probe := fs.Bool("probe", false, "readiness check (no shell in the image): exit 0 when the daemon answers on its socket (--socket, else the daemonSocket of --config, which is read), else 1")
 	inProcess := fs.Bool("in-process-plugins", true, "run rdmanet's own delegate plugins (sriov, rdma, rdmanet-ipam, also as whereabouts) inside the daemon instead of exec'ing them, when the file on the CNI path is the same rdmanet build as this daemon (same VCS revision or module version, per its Go build info); other plugins, other builds and unstamped builds always run as processes. --log-level=debug logs the decision per plugin file. false: every plugin runs as a process")
 	fs.Usage = func() {
 		fmt.Fprintf(fs.Output(), "rdmanet-daemon keeps the meta CNI's state warm and serves the rdmanet shim.\n\nFlags:\n")
@@ -67,6 +69,13 @@ func run() int {
 	if *socket == "" {
 		fmt.Fprintf(os.Stderr, "rdmanet-daemon: no socket: set --socket or daemonSocket in %s\n", *confPath)
 		return 2
+	}
+	if *probe {
+		if err := sockprobe.Check(*socket, 3*time.Second); err != nil {
+			fmt.Fprintf(os.Stderr, "rdmanet-daemon: not ready: %v\n", err)
+			return 1
+		}
+		return 0
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
