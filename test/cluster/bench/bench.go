@@ -1,0 +1,377 @@
+// Package bench measures pod start on the real single-node cluster of
+// test/cluster (issue 12, "Measured"; `make bench-cluster`): the time from a
+// pod's creation to the pod Running with its net1, for batches of pods
+// created at once, per stack:
+//
+//	stack=rdmanet             mode=exclusive  a VF per pod through the seed's NAD (sriov + rdma + IPAM)
+//	stack=plain               mode=none       the cluster network only (the baseline)
+//	stack=rdmanet             mode=shared     macvlan over the shared HCA's PF + rdmanet-ipam
+//	stack=multus+whereabouts  mode=shared     the same pods, with the real Multus v4.2.3 thin plugin,
+//	                                          upstream macvlan and Whereabouts v0.9.2 as the node's CNI
+//
+// This file holds the pure parts (rows, manifests, configs, percentiles,
+// report lines), unit-tested without a cluster; run.go drives the cluster.
+package bench
+
+import (
+	"encoding/base64"
+	"encoding/json"
+	"fmt"
+	"math"
+	"slices"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// Stacks and modes of the rows.
+const (
+	StackRdmanet = "rdmanet"
+	StackPlain   = "plain"
+	StackMultus  = "multus+whereabouts"
+
+	ModeExclusive = "exclusive"
+	ModeNone      = "none"
+	ModeShared    = "shared"
+)
+
+// Resource names and networks the rows use (the seed's, see examples/).
+const (
+	VFResource     = "example.com/sriov_rdma"
+	SharedResource = "rdma/rdma_shared_device_eth"
+	ExclusiveNAD   = "face-training-rdma" // the seed NAD's name
+	SharedNAD      = "rdmashared-net"     // the seed's MacvlanNetwork name
+	SeedNamespace  = "ai-training"        // the namespace the seed NAD names
+
+	// Labels on everything the benchmark creates.
+	LabelCreatedBy = "app.kubernetes.io/created-by"
+	CreatedBy      = "rdmanet-bench-cluster"
+	LabelRow       = "rdmanet-bench/row"
+	LabelBatch     = "rdmanet-bench/batch"
+)
+
+// Row is one line of the report: a stack in a mode.
+type Row struct {
+	Stack string
+	Mode  string
+}
+
+// Key names the row in pod names and labels (DNS-label safe).
+func (r Row) Key() string {
+	switch {
+	case r.Stack == StackPlain:
+		return "plain"
+	case r.Stack == StackMultus:
+		return "multus-" + r.Mode
+	default:
+		return r.Stack + "-" + r.Mode
+	}
+}
+
+// Network is the networks annotation the row's pods carry ("" for none).
+func (r Row) Network() string {
+	switch r.Mode {
+	case ModeExclusive:
+		return ExclusiveNAD
+	case ModeShared:
+		return SharedNAD
+	}
+	return ""
+}
+
+// Resource is the extended resource the row's pods ask one of ("" for none).
+func (r Row) Resource() string {
+	switch r.Mode {
+	case ModeExclusive:
+		return VFResource
+	case ModeShared:
+		return SharedResource
+	}
+	return ""
+}
+
+// The four rows, in the order they run.
+var (
+	RowExclusive = Row{StackRdmanet, ModeExclusive}
+	RowPlain     = Row{StackPlain, ModeNone}
+	RowShared    = Row{StackRdmanet, ModeShared}
+	RowMultus    = Row{StackMultus, ModeShared}
+)
+
+// PodOptions shape the benchmark's pods.
+type PodOptions struct {
+	Namespace string
+	Image     string // the test image, imported into containerd (never pulled)
+	Batch     string // label value shared by one batch's pods
+}
+
+// Pod is pod i of a batch of row r: the test image sleeping, net1 through
+// the row's NAD, one unit of the row's resource. IPC_LOCK as the seeds'
+// RDMA pods have it; no GPUs (16 pods of the seed's 8 GPUs do not fit).
+func Pod(r Row, o PodOptions, i int) *corev1.Pod {
+	grace := int64(1)
+	c := corev1.Container{
+		Name:            "c",
+		Image:           o.Image,
+		ImagePullPolicy: corev1.PullNever,
+		Command:         []string{"sleep", "infinity"},
+	}
+	p := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{
+			Name:      fmt.Sprintf("%s-%s-%d", r.Key(), o.Batch, i),
+			Namespace: o.Namespace,
+			Labels:    map[string]string{LabelCreatedBy: CreatedBy, LabelRow: r.Key(), LabelBatch: o.Batch},
+		},
+		Spec: corev1.PodSpec{
+			TerminationGracePeriodSeconds: &grace,
+			RestartPolicy:                 corev1.RestartPolicyAlways,
+		},
+	}
+	if n := r.Network(); n != "" {
+		p.Annotations = map[string]string{
+			"k8s.v1.cni.cncf.io/networks": fmt.Sprintf(`[{"name": %q, "interface": "net1"}]`, n),
+		}
+		c.SecurityContext = &corev1.SecurityContext{Capabilities: &corev1.Capabilities{Add: []corev1.Capability{"IPC_LOCK"}}}
+	}
+	if res := r.Resource(); res != "" {
+		q := resource.MustParse("1")
+		c.Resources = corev1.ResourceRequirements{
+			Requests: corev1.ResourceList{corev1.ResourceName(res): q},
+			Limits:   corev1.ResourceList{corev1.ResourceName(res): q},
+		}
+	}
+	p.Spec.Containers = []corev1.Container{c}
+	return p
+}
+
+// ExclusiveNADManifest is the seed NAD (read from examples/) moved into ns:
+// its one "namespace: ai-training" becomes ns, nothing else changes.
+func ExclusiveNADManifest(seed, ns string) (string, error) {
+	from := "namespace: " + SeedNamespace
+	if n := strings.Count(seed, from); n != 1 {
+		return "", fmt.Errorf("seed NAD: want exactly one %q, found %d", from, n)
+	}
+	if !strings.Contains(seed, "k8s.v1.cni.cncf.io/resourceName: "+VFResource) {
+		return "", fmt.Errorf("seed NAD: no resourceName annotation %s", VFResource)
+	}
+	return strings.Replace(seed, from, "namespace: "+ns, 1), nil
+}
+
+// SharedNetwork is the shared-mode attachment: the seed's MacvlanNetwork
+// rdmashared-net (macvlan child of the RoCE PF, bridge mode, jumbo MTU,
+// 192.168.2.0/24 with its gateway), excluding 192.168.2.0/28 where the
+// node's PF holds 192.168.2.10. Both shared rows use it; only the IPAM type
+// differs.
+type SharedNetwork struct {
+	Master string // the shared HCA's PF
+	IPAM   string // "rdmanet-ipam" or "whereabouts" (the real one in row multus)
+}
+
+// NADManifest renders the NAD into ns.
+func (s SharedNetwork) NADManifest(ns string) (string, error) {
+	cfg := map[string]any{
+		"cniVersion": "0.3.1",
+		"name":       SharedNAD,
+		"type":       "macvlan",
+		"master":     s.Master,
+		"mode":       "bridge",
+		"mtu":        9000,
+		"ipam": map[string]any{
+			"type":    s.IPAM,
+			"range":   "192.168.2.0/24",
+			"gateway": "192.168.2.1",
+			"exclude": []string{"192.168.2.0/28"},
+		},
+	}
+	b, err := json.Marshal(cfg)
+	if err != nil {
+		return "", fmt.Errorf("shared NAD config: %w", err)
+	}
+	q, _ := json.Marshal(string(b)) // a JSON string is a valid YAML flow scalar
+	return fmt.Sprintf(`apiVersion: k8s.cni.cncf.io/v1
+kind: NetworkAttachmentDefinition
+metadata:
+  name: %s
+  namespace: %s
+  labels: {%s: %s}
+spec:
+  config: %s
+`, SharedNAD, ns, LabelCreatedBy, CreatedBy, q), nil
+}
+
+// Node-side paths of the Multus + Whereabouts install (as the node's
+// processes see them; the host paths are under the cluster's state dir).
+const (
+	MultusConfFile        = "00-multus.conf"
+	RdmanetConfFile       = "00-rdmanet.conf"
+	MultusKubeconfig      = "/etc/cni/net.d/multus.d/multus.kubeconfig"
+	WhereaboutsKubeconfig = "/etc/cni/net.d/whereabouts.d/whereabouts.kubeconfig"
+	WhereaboutsFlatConf   = "whereabouts.d/whereabouts.conf" // relative to the conf dir
+	MultusCNIDir          = "/var/lib/cni/multus"
+)
+
+// MultusConf is the Multus thin plugin's 00-multus.conf: the node's bridge
+// network (found by its name in confDir) as the cluster network, the
+// kubeconfig above, the node's CNI directories. No readiness indicator, no
+// log file (Multus logs nothing on success at its default level).
+func MultusConf(clusterNetwork string) ([]byte, error) {
+	b, err := json.MarshalIndent(map[string]any{
+		"cniVersion":      "0.3.1",
+		"name":            "multus-cni-network",
+		"type":            "multus",
+		"kubeconfig":      MultusKubeconfig,
+		"clusterNetwork":  clusterNetwork,
+		"confDir":         "/etc/cni/net.d",
+		"cniDir":          MultusCNIDir,
+		"binDir":          "/opt/cni/bin",
+		"multusNamespace": "kube-system",
+	}, "", "  ")
+	if err != nil {
+		return nil, fmt.Errorf("multus conf: %w", err)
+	}
+	return append(b, '\n'), nil
+}
+
+// WhereaboutsConf is Whereabouts' flat file (whereabouts.d/whereabouts.conf
+// in the conf dir), which it reads when a NAD's IPAM config has no
+// "kubernetes" block: the kubernetes datastore through the kubeconfig above.
+func WhereaboutsConf() ([]byte, error) {
+	b, err := json.MarshalIndent(map[string]any{
+		"datastore":  "kubernetes",
+		"kubernetes": map[string]string{"kubeconfig": WhereaboutsKubeconfig},
+	}, "", "  ")
+	if err != nil {
+		return nil, fmt.Errorf("whereabouts conf: %w", err)
+	}
+	return append(b, '\n'), nil
+}
+
+// Kubeconfig is a self-contained kubeconfig (certificates embedded) for a
+// client-certificate identity; Multus and Whereabouts read it from the
+// node. No namespace in the context: Whereabouts then keeps its pools and
+// lease in kube-system, as installed upstream.
+func Kubeconfig(server string, ca, cert, key []byte) []byte {
+	e := base64.StdEncoding.EncodeToString
+	return []byte(fmt.Sprintf(`apiVersion: v1
+kind: Config
+clusters:
+- name: local
+  cluster:
+    server: %s
+    certificate-authority-data: %s
+users:
+- name: bench
+  user:
+    client-certificate-data: %s
+    client-key-data: %s
+contexts:
+- name: bench
+  context: {cluster: local, user: bench}
+current-context: bench
+`, server, e(ca), e(cert), e(key)))
+}
+
+// Percentile is the nearest-rank percentile (p in (0, 100]) of d: the
+// smallest sample with at least p% of the samples at or below it. For 16
+// samples p50 is the 8th, p99 the 16th (the largest). 0 for no samples.
+func Percentile(d []time.Duration, p float64) time.Duration {
+	if len(d) == 0 {
+		return 0
+	}
+	s := slices.Clone(d)
+	slices.Sort(s)
+	rank := int(math.Ceil(p / 100 * float64(len(s))))
+	rank = min(max(rank, 1), len(s))
+	return s[rank-1]
+}
+
+// Result is one row's measurements (all batches of the run).
+type Result struct {
+	Row     Row
+	Samples []time.Duration // per pod: creation -> Running with net1
+	Walls   []time.Duration // per batch: first create -> last pod ready
+}
+
+// Wall is the mean batch wall time.
+func (r Result) Wall() time.Duration {
+	if len(r.Walls) == 0 {
+		return 0
+	}
+	var t time.Duration
+	for _, w := range r.Walls {
+		t += w
+	}
+	return t / time.Duration(len(r.Walls))
+}
+
+func secs(d time.Duration) string { return fmt.Sprintf("%.2fs", d.Seconds()) }
+
+// Line is the row's summary line. pods is per batch; batches > 1 adds the
+// count (percentiles are then over all batches' pods, wall the mean).
+func (r Result) Line(pods int) string {
+	s := fmt.Sprintf("cluster-bench: stack=%s mode=%s pods=%d p50=%s p99=%s wall=%s",
+		r.Row.Stack, r.Row.Mode, pods, secs(Percentile(r.Samples, 50)), secs(Percentile(r.Samples, 99)), secs(r.Wall()))
+	if len(r.Walls) > 1 {
+		s += fmt.Sprintf(" batches=%d", len(r.Walls))
+	}
+	return s
+}
+
+// Goal: rdmanet's added pod-start time under a third of Multus + Whereabouts'.
+const GoalRatio = 1.0 / 3
+
+// Verdict is the final line: each stack's added time (its p50 minus the
+// plain pods' p50) and the ratio of rdmanet's shared-mode added time to
+// Multus + Whereabouts' on the same pods. Rows that did not run are left
+// out; the ratio needs both shared rows and a positive Multus added time.
+func Verdict(results []Result) string {
+	p50 := map[Row]time.Duration{}
+	for _, r := range results {
+		if len(r.Samples) > 0 {
+			p50[r.Row] = Percentile(r.Samples, 50)
+		}
+	}
+	base, ok := p50[RowPlain]
+	if !ok {
+		return "cluster-bench: added time: no plain row to compare with"
+	}
+	added := func(r Row) (time.Duration, bool) {
+		v, ok := p50[r]
+		return v - base, ok
+	}
+	sign := func(d time.Duration) string {
+		if d >= 0 {
+			return "+" + secs(d)
+		}
+		return "-" + secs(-d)
+	}
+	parts := []string{"cluster-bench: added p50 over plain (" + secs(base) + "):"}
+	if d, ok := added(RowShared); ok {
+		parts = append(parts, "rdmanet shared="+sign(d))
+	}
+	if d, ok := added(RowExclusive); ok {
+		parts = append(parts, "rdmanet exclusive="+sign(d))
+	}
+	m, mok := added(RowMultus)
+	if mok {
+		parts = append(parts, "multus+whereabouts shared="+sign(m))
+	}
+	r, rok := added(RowShared)
+	switch {
+	case !rok || !mok:
+		parts = append(parts, "ratio=n/a (both shared rows needed)")
+	case m <= 0:
+		parts = append(parts, "ratio=n/a (multus+whereabouts added no time)")
+	default:
+		ratio := float64(max(r, 0)) / float64(m)
+		verdict := "met"
+		if ratio >= GoalRatio {
+			verdict = "missed"
+		}
+		parts = append(parts, fmt.Sprintf("ratio=%.2f (goal < %.2f: %s)", ratio, GoalRatio, verdict))
+	}
+	return strings.Join(parts, " ")
+}

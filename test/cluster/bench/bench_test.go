@@ -1,0 +1,496 @@
+package bench
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/client-go/tools/clientcmd"
+	"sigs.k8s.io/yaml"
+)
+
+func ms(v ...int) []time.Duration {
+	out := make([]time.Duration, len(v))
+	for i, x := range v {
+		out[i] = time.Duration(x) * time.Millisecond
+	}
+	return out
+}
+
+func TestPercentile(t *testing.T) {
+	sixteen := ms(16, 1, 15, 2, 14, 3, 13, 4, 12, 5, 11, 6, 10, 7, 9, 8)
+	tests := []struct {
+		name    string
+		samples []time.Duration
+		p       float64
+		want    time.Duration
+	}{
+		{name: "empty", samples: nil, p: 50, want: 0},
+		{name: "one sample", samples: ms(7), p: 99, want: 7 * time.Millisecond},
+		{name: "p50 of 16 is the 8th", samples: sixteen, p: 50, want: 8 * time.Millisecond},
+		{name: "p99 of 16 is the largest", samples: sixteen, p: 99, want: 16 * time.Millisecond},
+		{name: "p100 is the largest", samples: sixteen, p: 100, want: 16 * time.Millisecond},
+		{name: "tiny p is the smallest", samples: sixteen, p: 0.1, want: 1 * time.Millisecond},
+		{name: "p50 of odd count is the median", samples: ms(3, 1, 2), p: 50, want: 2 * time.Millisecond},
+		{name: "p99 of 200 is the 198th", samples: func() []time.Duration {
+			d := make([]time.Duration, 200)
+			for i := range d {
+				d[i] = time.Duration(200-i) * time.Millisecond
+			}
+			return d
+		}(), p: 99, want: 198 * time.Millisecond},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			in := append([]time.Duration(nil), tt.samples...)
+			if got := Percentile(tt.samples, tt.p); got != tt.want {
+				t.Errorf("Percentile(%v, %v) = %v, want %v", tt.samples, tt.p, got, tt.want)
+			}
+			for i := range in {
+				if in[i] != tt.samples[i] {
+					t.Fatalf("Percentile reordered its input")
+				}
+			}
+		})
+	}
+}
+
+func TestPod(t *testing.T) {
+	o := PodOptions{Namespace: "rdmanet-bench", Image: "localhost/testbox:latest", Batch: "b0"}
+	tests := []struct {
+		name     string
+		row      Row
+		wantName string
+		network  string // the networks annotation's NAD, "" for none
+		resource string
+	}{
+		{name: "exclusive: seed NAD and a VF", row: RowExclusive, wantName: "rdmanet-exclusive-b0-3", network: ExclusiveNAD, resource: VFResource},
+		{name: "plain: no annotation, no resource", row: RowPlain, wantName: "plain-b0-3"},
+		{name: "rdmanet shared: macvlan NAD and the shared HCA", row: RowShared, wantName: "rdmanet-shared-b0-3", network: SharedNAD, resource: SharedResource},
+		{name: "multus shared: the same pod", row: RowMultus, wantName: "multus-shared-b0-3", network: SharedNAD, resource: SharedResource},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			p := Pod(tt.row, o, 3)
+			if p.Name != tt.wantName || p.Namespace != o.Namespace {
+				t.Errorf("pod %s/%s, want %s/%s", p.Namespace, p.Name, o.Namespace, tt.wantName)
+			}
+			if p.Labels[LabelBatch] != "b0" || p.Labels[LabelRow] != tt.row.Key() || p.Labels[LabelCreatedBy] != CreatedBy {
+				t.Errorf("labels %v", p.Labels)
+			}
+			c := p.Spec.Containers[0]
+			if c.Image != o.Image || c.ImagePullPolicy != corev1.PullNever || strings.Join(c.Command, " ") != "sleep infinity" {
+				t.Errorf("container %+v: want the test image, never pulled, sleep infinity", c)
+			}
+			ann := p.Annotations["k8s.v1.cni.cncf.io/networks"]
+			if tt.network == "" {
+				if ann != "" || len(c.Resources.Limits) != 0 {
+					t.Errorf("plain pod has networks %q, limits %v", ann, c.Resources.Limits)
+				}
+				return
+			}
+			var sel []struct{ Name, Interface string }
+			if err := json.Unmarshal([]byte(ann), &sel); err != nil || len(sel) != 1 || sel[0].Name != tt.network || sel[0].Interface != "net1" {
+				t.Errorf("networks annotation %q (%v): want one %s as net1", ann, err, tt.network)
+			}
+			q := c.Resources.Limits[corev1.ResourceName(tt.resource)]
+			r := c.Resources.Requests[corev1.ResourceName(tt.resource)]
+			if q.Value() != 1 || r.Value() != 1 {
+				t.Errorf("limits %v requests %v: want 1 %s", c.Resources.Limits, c.Resources.Requests, tt.resource)
+			}
+			if c.SecurityContext == nil || len(c.SecurityContext.Capabilities.Add) != 1 || c.SecurityContext.Capabilities.Add[0] != "IPC_LOCK" {
+				t.Errorf("RDMA pod lacks IPC_LOCK: %+v", c.SecurityContext)
+			}
+		})
+	}
+}
+
+func TestExclusiveNADManifest(t *testing.T) {
+	seed, err := os.ReadFile("../../../examples/seeds/exclusive/nad.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		name    string
+		in      string
+		wantErr string
+	}{
+		{name: "the seed NAD", in: string(seed)},
+		{name: "no namespace", in: strings.ReplaceAll(string(seed), "namespace: ai-training", ""), wantErr: "want exactly one"},
+		{name: "two namespaces", in: string(seed) + "\n# namespace: ai-training\n", wantErr: "found 2"},
+		{name: "other resource", in: strings.ReplaceAll(string(seed), VFResource, "example.com/other"), wantErr: "no resourceName"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, err := ExclusiveNADManifest(tt.in, "rdmanet-bench")
+			if tt.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
+					t.Fatalf("err %v, want %q", err, tt.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			var nad struct {
+				Metadata struct{ Name, Namespace string }
+				Spec     struct{ Config string }
+			}
+			if err := yaml.Unmarshal([]byte(got), &nad); err != nil {
+				t.Fatal(err)
+			}
+			if nad.Metadata.Namespace != "rdmanet-bench" || nad.Metadata.Name != ExclusiveNAD {
+				t.Errorf("NAD %s/%s", nad.Metadata.Namespace, nad.Metadata.Name)
+			}
+			// Only the namespace changed.
+			if strings.Replace(got, "namespace: rdmanet-bench", "namespace: ai-training", 1) != tt.in {
+				t.Errorf("more than the namespace changed:\n%s", got)
+			}
+		})
+	}
+}
+
+func TestSharedNADManifest(t *testing.T) {
+	tests := []struct {
+		name string
+		ipam string
+	}{
+		{name: "rdmanet-ipam", ipam: "rdmanet-ipam"},
+		{name: "real whereabouts", ipam: "whereabouts"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			m, err := SharedNetwork{Master: "ens8f0np0", IPAM: tt.ipam}.NADManifest("rdmanet-bench")
+			if err != nil {
+				t.Fatal(err)
+			}
+			var nad struct {
+				Kind     string
+				Metadata struct {
+					Name, Namespace string
+					Labels          map[string]string
+					Annotations     map[string]string
+				}
+				Spec struct{ Config string }
+			}
+			if err := yaml.Unmarshal([]byte(m), &nad); err != nil {
+				t.Fatalf("%v\n%s", err, m)
+			}
+			if nad.Kind != "NetworkAttachmentDefinition" || nad.Metadata.Name != SharedNAD || nad.Metadata.Namespace != "rdmanet-bench" {
+				t.Errorf("object %s %s/%s", nad.Kind, nad.Metadata.Namespace, nad.Metadata.Name)
+			}
+			if len(nad.Metadata.Annotations) != 0 {
+				t.Errorf("shared NAD has annotations %v: the seed's generated NAD has no resourceName", nad.Metadata.Annotations)
+			}
+			var cfg struct {
+				Type, Master, Mode string
+				MTU                int
+				IPAM               struct {
+					Type, Range, Gateway string
+					Exclude              []string
+				}
+			}
+			if err := json.Unmarshal([]byte(nad.Spec.Config), &cfg); err != nil {
+				t.Fatalf("config %q: %v", nad.Spec.Config, err)
+			}
+			if cfg.Type != "macvlan" || cfg.Master != "ens8f0np0" || cfg.Mode != "bridge" || cfg.MTU != 9000 {
+				t.Errorf("config %+v: want a bridge-mode macvlan over ens8f0np0, MTU 9000", cfg)
+			}
+			if cfg.IPAM.Type != tt.ipam || cfg.IPAM.Range != "192.168.2.0/24" || cfg.IPAM.Gateway != "192.168.2.1" ||
+				len(cfg.IPAM.Exclude) != 1 || cfg.IPAM.Exclude[0] != "192.168.2.0/28" {
+				t.Errorf("ipam %+v", cfg.IPAM)
+			}
+		})
+	}
+}
+
+func TestMultusAndWhereaboutsConfig(t *testing.T) {
+	t.Run("00-multus.conf", func(t *testing.T) {
+		b, err := MultusConf("k8s-pod-network")
+		if err != nil {
+			t.Fatal(err)
+		}
+		var c map[string]any
+		if err := json.Unmarshal(b, &c); err != nil {
+			t.Fatal(err)
+		}
+		want := map[string]any{
+			"type": "multus", "clusterNetwork": "k8s-pod-network", "kubeconfig": MultusKubeconfig,
+			"confDir": "/etc/cni/net.d", "binDir": "/opt/cni/bin", "cniDir": MultusCNIDir,
+		}
+		for k, v := range want {
+			if c[k] != v {
+				t.Errorf("%s = %v, want %v", k, c[k], v)
+			}
+		}
+		if _, ok := c["delegates"]; ok {
+			t.Error("delegates set: the cluster network comes from clusterNetwork")
+		}
+		// The runtime takes the first file by name: Multus' must sort before rdmanet's.
+		if MultusConfFile >= RdmanetConfFile {
+			t.Errorf("%s does not sort before %s", MultusConfFile, RdmanetConfFile)
+		}
+	})
+	t.Run("whereabouts flat file", func(t *testing.T) {
+		b, err := WhereaboutsConf()
+		if err != nil {
+			t.Fatal(err)
+		}
+		var c struct {
+			Datastore  string
+			Kubernetes struct{ Kubeconfig string }
+		}
+		if err := json.Unmarshal(b, &c); err != nil {
+			t.Fatal(err)
+		}
+		if c.Datastore != "kubernetes" || c.Kubernetes.Kubeconfig != WhereaboutsKubeconfig {
+			t.Errorf("flat file %s", b)
+		}
+		if !strings.HasPrefix(WhereaboutsKubeconfig, "/etc/cni/net.d/"+filepath.Dir(WhereaboutsFlatConf)+"/") {
+			t.Errorf("kubeconfig %s not beside the flat file %s", WhereaboutsKubeconfig, WhereaboutsFlatConf)
+		}
+	})
+	t.Run("kubeconfig", func(t *testing.T) {
+		b := Kubeconfig("https://10.250.0.2:6443", []byte("CA"), []byte("CERT"), []byte("KEY"))
+		cfg, err := clientcmd.Load(b)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx := cfg.Contexts[cfg.CurrentContext]
+		if ctx == nil {
+			t.Fatalf("no current context in\n%s", b)
+		}
+		if ctx.Namespace != "" {
+			t.Errorf("context namespace %q: Whereabouts would keep its pools there instead of kube-system", ctx.Namespace)
+		}
+		cl, u := cfg.Clusters[ctx.Cluster], cfg.AuthInfos[ctx.AuthInfo]
+		if cl == nil || u == nil {
+			t.Fatalf("context %+v refers to missing entries", ctx)
+		}
+		if cl.Server != "https://10.250.0.2:6443" || string(cl.CertificateAuthorityData) != "CA" ||
+			string(u.ClientCertificateData) != "CERT" || string(u.ClientKeyData) != "KEY" {
+			t.Errorf("kubeconfig %+v %+v", cl, u)
+		}
+	})
+}
+
+func TestCRDName(t *testing.T) {
+	tests := []struct {
+		name, file, want string
+		wantErr          bool
+	}{
+		{name: "ippools", file: "/x/whereabouts.cni.cncf.io_ippools.yaml", want: "ippools.whereabouts.cni.cncf.io"},
+		{name: "reservations", file: "whereabouts.cni.cncf.io_overlappingrangeipreservations.yaml", want: "overlappingrangeipreservations.whereabouts.cni.cncf.io"},
+		{name: "not a CRD file", file: "daemonset-install.yaml", wantErr: true},
+		{name: "empty plural", file: "whereabouts.cni.cncf.io_.yaml", wantErr: true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, err := CRDName(tt.file)
+			if (err != nil) != tt.wantErr || got != tt.want {
+				t.Errorf("CRDName(%s) = %q, %v; want %q, error %v", tt.file, got, err, tt.want, tt.wantErr)
+			}
+		})
+	}
+}
+
+func TestLineAndVerdict(t *testing.T) {
+	s := func(secs ...float64) []time.Duration {
+		out := make([]time.Duration, len(secs))
+		for i, x := range secs {
+			out[i] = time.Duration(x * float64(time.Second))
+		}
+		return out
+	}
+	plain := Result{Row: RowPlain, Samples: s(2, 2, 2, 3), Walls: s(3)}
+	excl := Result{Row: RowExclusive, Samples: s(2.5, 2.5, 2.5, 4), Walls: s(4)}
+	shared := Result{Row: RowShared, Samples: s(2.2, 2.2, 2.2, 3), Walls: s(3, 3.2)}
+	multus := Result{Row: RowMultus, Samples: s(4, 4, 4, 6), Walls: s(6)}
+	slowShared := Result{Row: RowShared, Samples: s(3.5, 3.5, 3.5, 3.5), Walls: s(4)}
+	fastMultus := Result{Row: RowMultus, Samples: s(1.9, 1.9, 1.9, 1.9), Walls: s(2)}
+
+	if got, want := excl.Line(16), "cluster-bench: stack=rdmanet mode=exclusive pods=16 p50=2.50s p99=4.00s wall=4.00s"; got != want {
+		t.Errorf("line\n got %s\nwant %s", got, want)
+	}
+	if got, want := shared.Line(16), "cluster-bench: stack=rdmanet mode=shared pods=16 p50=2.20s p99=3.00s wall=3.10s batches=2"; got != want {
+		t.Errorf("line\n got %s\nwant %s", got, want)
+	}
+	tests := []struct {
+		name    string
+		results []Result
+		want    string
+	}{
+		{name: "goal met", results: []Result{plain, excl, shared, multus},
+			want: "cluster-bench: added p50 over plain (2.00s): rdmanet shared=+0.20s rdmanet exclusive=+0.50s multus+whereabouts shared=+2.00s ratio=0.10 (goal < 0.33: met)"},
+		{name: "goal missed", results: []Result{plain, slowShared, multus},
+			want: "cluster-bench: added p50 over plain (2.00s): rdmanet shared=+1.50s multus+whereabouts shared=+2.00s ratio=0.75 (goal < 0.33: missed)"},
+		{name: "multus added nothing", results: []Result{plain, shared, fastMultus},
+			want: "cluster-bench: added p50 over plain (2.00s): rdmanet shared=+0.20s multus+whereabouts shared=-0.10s ratio=n/a (multus+whereabouts added no time)"},
+		{name: "no multus row", results: []Result{plain, excl},
+			want: "cluster-bench: added p50 over plain (2.00s): rdmanet exclusive=+0.50s ratio=n/a (both shared rows needed)"},
+		{name: "no plain row", results: []Result{excl, multus},
+			want: "cluster-bench: added time: no plain row to compare with"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := Verdict(tt.results); got != tt.want {
+				t.Errorf("verdict\n got %s\nwant %s", got, tt.want)
+			}
+		})
+	}
+}
+
+func TestParseRows(t *testing.T) {
+	tests := []struct {
+		name    string
+		in      string
+		want    []Row
+		wantErr bool
+	}{
+		{name: "all", in: "all", want: RowOrder},
+		{name: "empty is all", in: "", want: RowOrder},
+		{name: "run order, not list order", in: "multus,plain", want: []Row{RowPlain, RowMultus}},
+		{name: "unknown", in: "plain,calico", wantErr: true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, err := ParseRows(tt.in)
+			if (err != nil) != tt.wantErr {
+				t.Fatalf("err %v", err)
+			}
+			if len(got) != len(tt.want) {
+				t.Fatalf("rows %v, want %v", got, tt.want)
+			}
+			for i := range got {
+				if got[i] != tt.want[i] {
+					t.Errorf("rows %v, want %v", got, tt.want)
+				}
+			}
+		})
+	}
+}
+
+// TestUndo: the node-file steps of the Multus install put every file back
+// as it was, whatever existed before.
+func TestUndo(t *testing.T) {
+	tests := []struct {
+		name   string
+		before map[string]string // relative path -> content
+		steps  func(u *undo, d string) error
+		during map[string]string // "" content: must not exist
+	}{
+		{
+			name:   "place over an existing file, move another aside",
+			before: map[string]string{"bin/whereabouts": "rdmanet-ipam", "conf/00-rdmanet.conf": "rdmanet"},
+			steps: func(u *undo, d string) error {
+				if err := u.place(filepath.Join(d, "bin/whereabouts"), []byte("real"), 0o755); err != nil {
+					return err
+				}
+				if err := u.place(filepath.Join(d, "conf/00-multus.conf"), []byte("multus"), 0o644); err != nil {
+					return err
+				}
+				return u.moveAside(filepath.Join(d, "conf/00-rdmanet.conf"))
+			},
+			during: map[string]string{"bin/whereabouts": "real", "bin/whereabouts" + savedSuffix: "rdmanet-ipam",
+				"conf/00-multus.conf": "multus", "conf/00-rdmanet.conf": ""},
+		},
+		{
+			name:   "new dir with a file, missing file moved aside",
+			before: map[string]string{"conf/keep": "x"},
+			steps: func(u *undo, d string) error {
+				if err := u.mkdir(filepath.Join(d, "conf/multus.d"), 0o700); err != nil {
+					return err
+				}
+				if err := u.place(filepath.Join(d, "conf/multus.d/multus.kubeconfig"), []byte("kc"), 0o600); err != nil {
+					return err
+				}
+				return u.moveAside(filepath.Join(d, "conf/absent"))
+			},
+			during: map[string]string{"conf/multus.d/multus.kubeconfig": "kc"},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			d := t.TempDir()
+			for _, sub := range []string{"bin", "conf"} {
+				if err := os.MkdirAll(filepath.Join(d, sub), 0o755); err != nil {
+					t.Fatal(err)
+				}
+			}
+			for p, c := range tt.before {
+				if err := os.WriteFile(filepath.Join(d, p), []byte(c), 0o644); err != nil {
+					t.Fatal(err)
+				}
+			}
+			snap := tree(t, d)
+			u := &undo{}
+			if err := tt.steps(u, d); err != nil {
+				t.Fatal(err)
+			}
+			for p, want := range tt.during {
+				b, err := os.ReadFile(filepath.Join(d, p))
+				if want == "" {
+					if err == nil {
+						t.Errorf("%s exists during the run", p)
+					}
+					continue
+				}
+				if string(b) != want {
+					t.Errorf("%s = %q (%v) during the run, want %q", p, b, err, want)
+				}
+			}
+			if err := u.run(); err != nil {
+				t.Fatal(err)
+			}
+			if got := tree(t, d); got != snap {
+				t.Errorf("after undo:\n%s\nwant:\n%s", got, snap)
+			}
+		})
+	}
+	t.Run("leftover saved copy refused", func(t *testing.T) {
+		d := t.TempDir()
+		p := filepath.Join(d, "00-rdmanet.conf")
+		for _, f := range []string{p, p + savedSuffix} {
+			if err := os.WriteFile(f, []byte("x"), 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+		u := &undo{}
+		if err := u.moveAside(p); err == nil || !strings.Contains(err.Error(), "mv ") {
+			t.Fatalf("err %v, want a refusal naming the mv that restores it", err)
+		}
+		if len(u.steps) != 0 {
+			t.Error("refused step registered an undo")
+		}
+	})
+}
+
+// tree lists every path under d with its content.
+func tree(t *testing.T, d string) string {
+	t.Helper()
+	var b strings.Builder
+	err := filepath.Walk(d, func(p string, info os.FileInfo, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(d, p)
+		if info.IsDir() {
+			b.WriteString(rel + "/\n")
+			return nil
+		}
+		c, err := os.ReadFile(p)
+		if err != nil {
+			return err
+		}
+		b.WriteString(rel + " " + info.Mode().String() + " " + string(c) + "\n")
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b.String()
+}

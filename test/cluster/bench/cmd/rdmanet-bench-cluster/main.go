@@ -1,0 +1,56 @@
+// Command rdmanet-bench-cluster measures pod start on the running real node
+// of the cluster tier (package test/cluster/bench). Test-only: never
+// shipped. `make bench-cluster` runs it.
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"syscall"
+	"time"
+
+	"github.com/rdmanet/rdmanet/test/cluster/bench"
+)
+
+func main() {
+	wd, _ := os.Getwd()
+	stateDir := flag.String("state-dir", filepath.Join(wd, "_output/cluster"), "the running cluster's state directory")
+	repo := flag.String("repo", wd, "the rdmanet checkout (examples/, .tools/)")
+	ns := flag.String("namespace", "rdmanet-bench", "namespace created for the run and deleted after it")
+	pods := flag.Int("pods", 16, "pods per batch, created at once")
+	batches := flag.Int("batches", 2, "batches per row; percentiles over all batches' pods")
+	rows := flag.String("rows", "all", "rows to run: all, or a comma list of exclusive, plain, shared, multus")
+	timeout := flag.Duration("timeout", 5*time.Minute, "how long one batch may take to be Running")
+	flag.Parse()
+	rs, err := bench.ParseRows(*rows)
+	if err != nil {
+		fail(err)
+	}
+	if *pods < 1 || *batches < 1 {
+		fail(fmt.Errorf("--pods and --batches must be at least 1"))
+	}
+	ctx, cancel := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer cancel()
+	results, err := bench.Run(ctx, bench.Config{
+		StateDir: *stateDir, Repo: *repo, Namespace: *ns, Pods: *pods, Batches: *batches,
+		Rows: rs, Timeout: *timeout, Out: os.Stdout,
+	})
+	for _, r := range results {
+		fmt.Println(r.Line(*pods))
+	}
+	if len(results) > 0 {
+		fmt.Println(bench.Verdict(results))
+	}
+	if err != nil {
+		fail(err)
+	}
+}
+
+func fail(err error) {
+	fmt.Fprintln(os.Stderr, "rdmanet-bench-cluster:", err)
+	os.Exit(1)
+}

@@ -1,0 +1,266 @@
+package bench
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/rdmanet/rdmanet/test/cluster"
+)
+
+// savedSuffix marks a node file the benchmark moved aside; the runtime's
+// CNI config loader ignores it (not .conf/.conflist/.json). After an
+// interrupted run, `mv X.rdmanet-bench-saved X` restores it.
+const savedSuffix = ".rdmanet-bench-saved"
+
+// CRDName is the CRD a Whereabouts manifest defines, from its file name
+// (<group>_<plural>.yaml, as controller-gen writes them).
+func CRDName(file string) (string, error) {
+	base := strings.TrimSuffix(filepath.Base(file), ".yaml")
+	group, plural, ok := strings.Cut(base, "_")
+	if !ok || group == "" || plural == "" || strings.Contains(plural, "_") {
+		return "", fmt.Errorf("CRD manifest %s: name is not <group>_<plural>.yaml", file)
+	}
+	return plural + "." + group, nil
+}
+
+// undo is a stack of node changes, undone newest first.
+type undo struct{ steps []func() error }
+
+func (u *undo) push(f func() error) { u.steps = append(u.steps, f) }
+
+func (u *undo) run() error {
+	var errs []error
+	for i := len(u.steps) - 1; i >= 0; i-- {
+		if err := u.steps[i](); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	u.steps = nil
+	return errors.Join(errs...)
+}
+
+// place writes data to path atomically; an existing file is moved aside
+// first and put back by the undo step.
+func (u *undo) place(path string, data []byte, mode os.FileMode) error {
+	if err := u.moveAside(path); err != nil {
+		return err
+	}
+	tmp := path + ".rdmanet-bench-tmp"
+	if err := os.WriteFile(tmp, data, mode); err != nil {
+		return fmt.Errorf("write %s: %w", tmp, err)
+	}
+	if err := os.Chmod(tmp, mode); err != nil {
+		return fmt.Errorf("chmod %s: %w", tmp, err)
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		os.Remove(tmp)
+		return fmt.Errorf("install %s: %w", path, err)
+	}
+	u.push(func() error {
+		if err := os.Remove(path); err != nil && !os.IsNotExist(err) {
+			return fmt.Errorf("remove %s: %w", path, err)
+		}
+		return nil
+	})
+	return nil
+}
+
+// moveAside renames an existing path to path+savedSuffix and registers
+// the rename back. A missing path is fine; a leftover saved copy (an
+// interrupted run) is refused, since it may be the only copy.
+func (u *undo) moveAside(path string) error {
+	if _, err := os.Lstat(path); os.IsNotExist(err) {
+		return nil
+	}
+	saved := path + savedSuffix
+	if _, err := os.Lstat(saved); err == nil {
+		return fmt.Errorf("%s exists (left by an interrupted bench-cluster run): restore it with mv %s %s, then rerun", saved, saved, path)
+	}
+	if err := os.Rename(path, saved); err != nil {
+		return fmt.Errorf("move %s aside: %w", path, err)
+	}
+	u.push(func() error {
+		if err := os.Rename(saved, path); err != nil {
+			return fmt.Errorf("restore %s from %s: %w", path, saved, err)
+		}
+		return nil
+	})
+	return nil
+}
+
+// mkdir creates dir when missing and removes it (with what the benchmark
+// put in it) at undo.
+func (u *undo) mkdir(dir string, mode os.FileMode) error {
+	if _, err := os.Stat(dir); err == nil {
+		return nil
+	}
+	if err := os.MkdirAll(dir, mode); err != nil {
+		return fmt.Errorf("create %s: %w", dir, err)
+	}
+	u.push(func() error {
+		if err := os.RemoveAll(dir); err != nil {
+			return fmt.Errorf("remove %s: %w", dir, err)
+		}
+		return nil
+	})
+	return nil
+}
+
+func (e *env) tool(set, name string) string {
+	if set != "" {
+		return set
+	}
+	return filepath.Join(e.l.Tools(), name)
+}
+
+// installMultus makes the real Multus v4.2.3 thin plugin the node's CNI with
+// upstream macvlan and Whereabouts v0.9.2 (instead of rdmanet and
+// rdmanet-ipam, which the rdmanet installer also put in as "whereabouts"):
+//
+//   - Whereabouts' CRDs applied (when missing);
+//   - /opt/cni/bin/multus and /opt/cni/bin/whereabouts (rdmanet's copy moved aside);
+//   - /etc/cni/net.d/multus.d/multus.kubeconfig, whereabouts.d/{whereabouts.conf,whereabouts.kubeconfig}
+//     (the admin identity, certificates embedded);
+//   - /etc/cni/net.d/00-multus.conf in, 00-rdmanet.conf moved aside.
+//
+// The returned function (also registered for cleanup; the second call is a
+// no-op) puts the node back: rdmanet's config and whereabouts binary, no
+// Multus file, Whereabouts' pools and lease and the CRDs it applied gone.
+// Pods started under Multus must be deleted before it runs (their DEL goes
+// through Multus).
+func (e *env) installMultus(ctx context.Context) (func(context.Context) error, error) {
+	multus := e.tool(e.cfg.MultusBin, "multus")
+	wb := e.tool(e.cfg.WhereaboutsBin, "whereabouts")
+	crds := e.cfg.WhereaboutsCRDs
+	if crds == "" {
+		crds = filepath.Join(e.l.Repo, ".tools", "whereabouts-crds")
+	}
+	for _, p := range []string{multus, wb} {
+		if st, err := os.Stat(p); err != nil || st.Mode()&0o111 == 0 {
+			return nil, fmt.Errorf("%s not built; fix: make multus-tool whereabouts-tool (hack/build-multus.sh, hack/build-whereabouts.sh)", p)
+		}
+	}
+	files, _ := filepath.Glob(filepath.Join(crds, "*.yaml"))
+	if len(files) == 0 {
+		return nil, fmt.Errorf("no Whereabouts CRDs in %s; fix: hack/build-whereabouts.sh", crds)
+	}
+	ca, cerr := os.ReadFile(filepath.Join(e.l.PKI(), "ca.crt"))
+	crt, terr := os.ReadFile(filepath.Join(e.l.PKI(), "admin.crt"))
+	key, kerr := os.ReadFile(filepath.Join(e.l.PKI(), "admin.key"))
+	if err := errors.Join(cerr, terr, kerr); err != nil {
+		return nil, fmt.Errorf("admin identity for Multus and Whereabouts: %w", err)
+	}
+	kubeconfig := Kubeconfig(fmt.Sprintf("https://%s:%d", cluster.NodeIP, cluster.APIPort), ca, crt, key)
+
+	u := &undo{}
+	done := false
+	restore := func(context.Context) error {
+		if done {
+			return nil
+		}
+		done = true
+		e.logf("restoring rdmanet as the node's CNI")
+		return u.run()
+	}
+	e.onCleanup(restore)
+	fail := func(err error) (func(context.Context) error, error) {
+		return nil, errors.Join(err, restore(ctx))
+	}
+
+	// API objects: CRDs (only those missing), and what Whereabouts creates
+	// in kube-system (its pools' and reservations' CRDs go with the CRDs;
+	// the lease it elects on is deleted when it was not there before).
+	for _, f := range files {
+		name, err := CRDName(f)
+		if err != nil {
+			return fail(err)
+		}
+		if _, err := e.k.Output(ctx, "get", "crd", name); err == nil {
+			e.logf("CRD %s already installed; keeping it", name)
+			continue
+		}
+		if _, err := e.k.Output(ctx, "apply", "-f", f); err != nil {
+			return fail(err)
+		}
+		u.push(func() error {
+			_, err := e.k.Output(context.Background(), "delete", "crd", name, "--ignore-not-found", "--wait", "--timeout=120s")
+			return err
+		})
+		if _, err := e.k.Output(ctx, "wait", "--for=condition=Established", "crd/"+name, "--timeout=60s"); err != nil {
+			return fail(err)
+		}
+	}
+	leases := e.cs.CoordinationV1().Leases("kube-system")
+	if _, err := leases.Get(ctx, "whereabouts", metav1.GetOptions{}); apierrors.IsNotFound(err) {
+		u.push(func() error {
+			err := leases.Delete(context.Background(), "whereabouts", metav1.DeleteOptions{})
+			if err != nil && !apierrors.IsNotFound(err) {
+				return fmt.Errorf("delete lease kube-system/whereabouts: %w", err)
+			}
+			return nil
+		})
+	}
+
+	// Node files (host paths of the node's private mounts).
+	bin := filepath.Join(e.l.Dir, "node/opt/cni/bin")
+	conf := filepath.Join(e.l.Dir, "node/etc/cni/net.d")
+	cniState := filepath.Join(e.l.Dir, "node", MultusCNIDir)
+	mb, err := os.ReadFile(multus)
+	if err != nil {
+		return fail(fmt.Errorf("read %s: %w", multus, err))
+	}
+	wbb, err := os.ReadFile(wb)
+	if err != nil {
+		return fail(fmt.Errorf("read %s: %w", wb, err))
+	}
+	mconf, err := MultusConf(cluster.ClusterNetwork)
+	if err != nil {
+		return fail(err)
+	}
+	wconf, err := WhereaboutsConf()
+	if err != nil {
+		return fail(err)
+	}
+	steps := []func() error{
+		func() error { return u.mkdir(cniState, 0o755) }, // removed at undo: Multus' per-sandbox cache
+		func() error { return u.place(filepath.Join(bin, "multus"), mb, 0o755) },
+		func() error { return u.place(filepath.Join(bin, "whereabouts"), wbb, 0o755) },
+		func() error { return u.mkdir(filepath.Join(conf, "multus.d"), 0o700) },
+		func() error {
+			return u.place(filepath.Join(conf, strings.TrimPrefix(MultusKubeconfig, "/etc/cni/net.d/")), kubeconfig, 0o600)
+		},
+		func() error { return u.mkdir(filepath.Join(conf, "whereabouts.d"), 0o700) },
+		func() error {
+			return u.place(filepath.Join(conf, strings.TrimPrefix(WhereaboutsKubeconfig, "/etc/cni/net.d/")), kubeconfig, 0o600)
+		},
+		func() error { return u.place(filepath.Join(conf, WhereaboutsFlatConf), wconf, 0o644) },
+		func() error { return u.place(filepath.Join(conf, MultusConfFile), mconf, 0o644) },
+		func() error { return u.moveAside(filepath.Join(conf, RdmanetConfFile)) },
+	}
+	for _, s := range steps {
+		if err := s(); err != nil {
+			return fail(err)
+		}
+	}
+	e.logf("installed Multus (%s) + Whereabouts (%s) as the node's CNI; %s moved aside", multus, wb, RdmanetConfFile)
+	// The runtime reloads its CNI config on the directory change; the
+	// warm-up pod proves Multus served it (its cache dir gains an entry).
+	time.Sleep(2 * time.Second)
+	e.multusCache = cniState
+	return restore, nil
+}
+
+// multusServed reports whether Multus cached at least one sandbox (its
+// cniDir has an entry): proof the runtime called Multus, not rdmanet.
+func multusServed(dir string) bool {
+	ents, err := os.ReadDir(dir)
+	return err == nil && len(ents) > 0
+}

@@ -1,0 +1,661 @@
+package bench
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/rdmanet/rdmanet/test/cluster"
+)
+
+// Config of one benchmark run.
+type Config struct {
+	StateDir  string // the running cluster's state dir (make cluster-up's)
+	Repo      string // the rdmanet checkout (examples/, .tools/)
+	Namespace string // created for the run, deleted after it
+	Pods      int    // pods per batch, created at once
+	Batches   int    // batches per row (samples pooled)
+	Rows      []Row  // which rows, in RowOrder's order
+	Timeout   time.Duration
+	// Multus and Whereabouts built by hack/build-multus.sh and
+	// hack/build-whereabouts.sh; empty: the cluster's tools dir.
+	MultusBin, WhereaboutsBin, WhereaboutsCRDs string
+	Out                                        io.Writer
+}
+
+// RowOrder is the order the rows run in: the exclusive row with the agent in
+// exclusive RDMA netns mode, the shared rows after switching it to shared.
+// The plain row runs in both phases (its samples pooled), so each stack is
+// compared with plain pods started next to it.
+var RowOrder = []Row{RowPlain, RowExclusive, RowShared, RowMultus}
+
+// ParseRows parses a comma-separated row list (exclusive, plain, shared,
+// multus; "all" or "" for every row).
+func ParseRows(s string) ([]Row, error) {
+	if s == "" || s == "all" {
+		return RowOrder, nil
+	}
+	names := map[string]Row{"exclusive": RowExclusive, "plain": RowPlain, "shared": RowShared, "multus": RowMultus}
+	want := map[Row]bool{}
+	for _, f := range strings.Split(s, ",") {
+		r, ok := names[strings.TrimSpace(f)]
+		if !ok {
+			return nil, fmt.Errorf("rows %q: unknown row %q (known: exclusive, plain, shared, multus, all)", s, f)
+		}
+		want[r] = true
+	}
+	var rows []Row
+	for _, r := range RowOrder {
+		if want[r] {
+			rows = append(rows, r)
+		}
+	}
+	return rows, nil
+}
+
+type env struct {
+	cfg    Config
+	l      cluster.Layout
+	st     cluster.State
+	k      cluster.Kubectl
+	cs     kubernetes.Interface
+	out    io.Writer
+	undo   []func(context.Context) error // LIFO; run by cleanup
+	undoMu sync.Mutex
+
+	multusCache string // host path of Multus' cniDir while Multus is installed
+}
+
+func (e *env) logf(format string, a ...any) {
+	fmt.Fprintf(e.out, "# cluster-bench: "+format+"\n", a...)
+}
+
+func (e *env) onCleanup(f func(context.Context) error) {
+	e.undoMu.Lock()
+	e.undo = append(e.undo, f)
+	e.undoMu.Unlock()
+}
+
+// cleanup runs every registered undo step, newest first, each even when an
+// earlier one failed, on a context of its own (the run's may be cancelled).
+func (e *env) cleanup() error {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	var errs []error
+	for i := len(e.undo) - 1; i >= 0; i-- {
+		if err := e.undo[i](ctx); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	e.undo = nil
+	return errors.Join(errs...)
+}
+
+// Run measures the configured rows on the running cluster and returns one
+// Result per row that ran. Everything it creates or changes is undone
+// before it returns, also on error or cancellation.
+func Run(ctx context.Context, cfg Config) (results []Result, err error) {
+	if os.Geteuid() != 0 {
+		return nil, errors.New("bench-cluster needs root: it reads the cluster's PKI and changes the node's CNI directories; fix: sudo make bench-cluster")
+	}
+	if cfg.Out == nil {
+		cfg.Out = os.Stdout
+	}
+	e := &env{cfg: cfg, out: cfg.Out}
+	if e.l, err = cluster.NewLayout(cfg.StateDir, cfg.Repo); err != nil {
+		return nil, err
+	}
+	if _, err := cluster.NewControl(e.l).Status(ctx); err != nil {
+		return nil, fmt.Errorf("no running cluster in %s (%w); fix: make cluster-up (make bench-cluster does it when none runs)", e.l.Dir, err)
+	}
+	if e.st, err = cluster.ReadState(e.l.Dir); err != nil {
+		return nil, err
+	}
+	e.k = e.l.Kubectl(e.st)
+	rc, err := clientcmd.BuildConfigFromFlags("", e.st.Kubeconfig)
+	if err != nil {
+		return nil, fmt.Errorf("kubeconfig %s: %w", e.st.Kubeconfig, err)
+	}
+	rc.QPS, rc.Burst = 200, 400 // 16 creates at once must not queue in the client
+	if e.cs, err = kubernetes.NewForConfig(rc); err != nil {
+		return nil, fmt.Errorf("client: %w", err)
+	}
+	defer func() {
+		if cerr := e.cleanup(); cerr != nil {
+			err = errors.Join(err, fmt.Errorf("cleanup: %w", cerr))
+		}
+	}()
+
+	if err := e.createNamespace(ctx); err != nil {
+		return nil, err
+	}
+	want := map[Row]bool{}
+	for _, r := range cfg.Rows {
+		want[r] = true
+	}
+	res := map[Row]*Result{}
+	// Rows measured before an error are returned with it.
+	collect := func() []Result {
+		var out []Result
+		for _, r := range RowOrder {
+			if res[r] != nil {
+				out = append(out, *res[r])
+			}
+		}
+		return out
+	}
+	defer func() {
+		if err != nil {
+			results = collect()
+		}
+	}()
+	record := func(r Row, samples []time.Duration, wall time.Duration) {
+		if res[r] == nil {
+			res[r] = &Result{Row: r}
+		}
+		res[r].Samples = append(res[r].Samples, samples...)
+		res[r].Walls = append(res[r].Walls, wall)
+	}
+	rowsRun := func(rows ...Row) error {
+		for _, r := range rows {
+			if !want[r] {
+				continue
+			}
+			if err := e.warmUp(ctx, r); err != nil {
+				return err
+			}
+		}
+		for b := 0; b < cfg.Batches; b++ {
+			for _, r := range rows {
+				if !want[r] {
+					continue
+				}
+				s, w, err := e.batch(ctx, r, fmt.Sprintf("b%d", b), cfg.Pods)
+				if err != nil {
+					return err
+				}
+				record(r, s, w)
+			}
+		}
+		return nil
+	}
+
+	// Phase 1: the agent in exclusive RDMA netns mode.
+	if want[RowExclusive] || (want[RowPlain] && !want[RowShared] && !want[RowMultus]) {
+		if want[RowExclusive] {
+			if err := e.setAgentMode(ctx, ModeExclusive, VFResource); err != nil {
+				return nil, err
+			}
+			if err := e.applyExclusiveNAD(ctx); err != nil {
+				return nil, err
+			}
+		}
+		if err := rowsRun(RowPlain, RowExclusive); err != nil {
+			return nil, err
+		}
+	}
+	// Phase 2: shared mode, rdmanet then Multus + Whereabouts on the same pods.
+	if want[RowShared] || want[RowMultus] {
+		if err := e.setAgentMode(ctx, ModeShared, SharedResource); err != nil {
+			return nil, err
+		}
+		if want[RowShared] {
+			if err := e.applySharedNAD(ctx, "rdmanet-ipam"); err != nil {
+				return nil, err
+			}
+			if err := rowsRun(RowPlain, RowShared); err != nil {
+				return nil, err
+			}
+		} else if err := rowsRun(RowPlain); err != nil {
+			return nil, err
+		}
+		if want[RowMultus] {
+			restore, err := e.installMultus(ctx)
+			if err != nil {
+				return nil, err
+			}
+			if err := e.applySharedNAD(ctx, "whereabouts"); err != nil {
+				return nil, err
+			}
+			err = rowsRun(RowMultus)
+			// Back to rdmanet now (not only at cleanup), so a failure
+			// below cannot leave the node on Multus.
+			if rerr := restore(context.Background()); rerr != nil {
+				err = errors.Join(err, rerr)
+			}
+			if err != nil {
+				return nil, err
+			}
+		}
+	}
+	return collect(), nil
+}
+
+// createNamespace creates the run's namespace (a leftover of an earlier,
+// interrupted run is reused only when it carries this benchmark's label)
+// and deletes it at cleanup.
+func (e *env) createNamespace(ctx context.Context) error {
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: e.cfg.Namespace, Labels: map[string]string{LabelCreatedBy: CreatedBy}}}
+	_, err := e.cs.CoreV1().Namespaces().Create(ctx, ns, metav1.CreateOptions{})
+	if apierrors.IsAlreadyExists(err) {
+		got, gerr := e.cs.CoreV1().Namespaces().Get(ctx, e.cfg.Namespace, metav1.GetOptions{})
+		if gerr != nil {
+			return fmt.Errorf("namespace %s: %w", e.cfg.Namespace, gerr)
+		}
+		if got.Labels[LabelCreatedBy] != CreatedBy {
+			return fmt.Errorf("namespace %s exists and is not this benchmark's (no %s=%s label); fix: pick another with --namespace", e.cfg.Namespace, LabelCreatedBy, CreatedBy)
+		}
+		if got.DeletionTimestamp != nil {
+			return fmt.Errorf("namespace %s is being deleted (an earlier run's); retry when it is gone", e.cfg.Namespace)
+		}
+		e.logf("reusing namespace %s left by an earlier run", e.cfg.Namespace)
+	} else if err != nil {
+		return fmt.Errorf("create namespace %s: %w", e.cfg.Namespace, err)
+	}
+	e.onCleanup(func(ctx context.Context) error {
+		e.logf("deleting namespace %s", e.cfg.Namespace)
+		_, err := e.k.Output(ctx, "delete", "namespace", e.cfg.Namespace, "--ignore-not-found", "--wait", "--timeout=300s")
+		return err
+	})
+	return nil
+}
+
+func (e *env) applyExclusiveNAD(ctx context.Context) error {
+	var seed []byte
+	var err error
+	for _, p := range []string{"examples/cluster/exclusive/nad.yaml", "examples/seeds/exclusive/nad.yaml"} {
+		if seed, err = os.ReadFile(filepath.Join(e.l.Repo, p)); err == nil {
+			break
+		}
+	}
+	if err != nil {
+		return fmt.Errorf("seed NAD: %w", err)
+	}
+	m, err := ExclusiveNADManifest(string(seed), e.cfg.Namespace)
+	if err != nil {
+		return err
+	}
+	return e.k.Apply(ctx, m)
+}
+
+func (e *env) applySharedNAD(ctx context.Context, ipam string) error {
+	m, err := SharedNetwork{Master: cluster.SharedPF, IPAM: ipam}.NADManifest(e.cfg.Namespace)
+	if err != nil {
+		return err
+	}
+	return e.k.Apply(ctx, m)
+}
+
+// warmUp starts and deletes one pod of the row, uncounted: first-use costs
+// (page cache of a just-installed plugin, Whereabouts creating its pool,
+// informer caches) are not what the rows compare.
+func (e *env) warmUp(ctx context.Context, r Row) error {
+	s, _, err := e.batch(ctx, r, "warm", 1)
+	if err != nil {
+		return fmt.Errorf("warm-up pod: %w", err)
+	}
+	e.logf("warm-up stack=%s mode=%s: 1 pod in %s", r.Stack, r.Mode, secs(s[0]))
+	return nil
+}
+
+// batch creates n pods of row r at once and waits for each to be Running
+// with its net1; returns each pod's creation -> ready time and the batch's
+// wall time (first create -> last ready). The pods are deleted (and gone)
+// before it returns.
+//
+// Ready: the moment a watch on the pods saw the pod Running, provided an
+// exec in the pod then finds net1 (macvlan in shared mode). net1 is made by
+// the CNI ADD of the pod's sandbox, which completes before any container
+// starts, so a net1 found after Running was there at Running; the execs run
+// once all the batch's pods are Running, so they do not slow the batch.
+func (e *env) batch(ctx context.Context, r Row, id string, n int) (samples []time.Duration, wall time.Duration, err error) {
+	batchID := r.Key() + "-" + id
+	sel := LabelBatch + "=" + id + "," + LabelRow + "=" + r.Key()
+	pods := e.cs.CoreV1().Pods(e.cfg.Namespace)
+	if err := e.waitFree(ctx, r, n); err != nil {
+		return nil, 0, err
+	}
+	defer func() {
+		if derr := e.deleteBatch(context.Background(), sel); derr != nil {
+			err = errors.Join(err, derr)
+		}
+	}()
+
+	list, err := pods.List(ctx, metav1.ListOptions{LabelSelector: sel})
+	if err != nil {
+		return nil, 0, fmt.Errorf("list pods %s: %w", sel, err)
+	}
+	if len(list.Items) > 0 {
+		return nil, 0, fmt.Errorf("batch %s: %d pods already exist", batchID, len(list.Items))
+	}
+	w, err := pods.Watch(ctx, metav1.ListOptions{LabelSelector: sel, ResourceVersion: list.ResourceVersion})
+	if err != nil {
+		return nil, 0, fmt.Errorf("watch pods %s: %w", sel, err)
+	}
+	defer w.Stop()
+
+	objs := make([]*corev1.Pod, n)
+	for i := range objs {
+		objs[i] = Pod(r, PodOptions{Namespace: e.cfg.Namespace, Image: cluster.TestboxImage, Batch: id}, i)
+	}
+	created := make([]time.Time, n)
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	start := make(chan struct{})
+	for i := range objs {
+		wg.Add(1)
+		go func(i int) {
+			defer wg.Done()
+			<-start
+			created[i] = time.Now()
+			_, errs[i] = pods.Create(ctx, objs[i], metav1.CreateOptions{})
+		}(i)
+	}
+	close(start)
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		return nil, 0, fmt.Errorf("create batch %s: %w", batchID, err)
+	}
+	first := created[0]
+	for _, c := range created {
+		if c.Before(first) {
+			first = c
+		}
+	}
+
+	running := map[string]time.Time{}
+	deadline := time.NewTimer(e.cfg.Timeout)
+	defer deadline.Stop()
+	for len(running) < n {
+		select {
+		case <-ctx.Done():
+			return nil, 0, ctx.Err()
+		case <-deadline.C:
+			return nil, 0, fmt.Errorf("batch %s: %d/%d pods Running after %s:\n%s", batchID, len(running), n, e.cfg.Timeout, e.describe(context.Background(), sel))
+		case ev, ok := <-w.ResultChan():
+			now := time.Now()
+			if !ok {
+				// The watch ended (server timeout): pick up from a list.
+				if w, err = e.rewatch(ctx, sel, running, now); err != nil {
+					return nil, 0, err
+				}
+				continue
+			}
+			if ev.Type == watch.Error {
+				return nil, 0, fmt.Errorf("batch %s: watch: %v", batchID, apierrors.FromObject(ev.Object))
+			}
+			if p, ok := ev.Object.(*corev1.Pod); ok && p.Status.Phase == corev1.PodRunning {
+				if _, seen := running[p.Name]; !seen {
+					running[p.Name] = now
+				}
+			}
+		}
+	}
+	last := first
+	for i, p := range objs {
+		t := running[p.Name]
+		samples = append(samples, t.Sub(created[i]))
+		if t.After(last) {
+			last = t
+		}
+	}
+	if err := e.checkNet1(ctx, r, objs); err != nil {
+		return nil, 0, fmt.Errorf("batch %s: %w", batchID, err)
+	}
+	if r == RowMultus && !multusServed(e.multusCache) {
+		return nil, 0, fmt.Errorf("batch %s: Multus' cache dir %s is empty with the pods Running: the runtime did not call Multus (is %s still first in the conf dir?)", batchID, e.multusCache, MultusConfFile)
+	}
+	if fails := e.sandboxFailures(ctx, batchID, objs); fails != "" {
+		e.logf("batch %s: %s", batchID, fails)
+	}
+	return samples, last.Sub(first), nil
+}
+
+// rewatch lists the batch (recording pods already Running at now) and
+// watches from the list's version.
+func (e *env) rewatch(ctx context.Context, sel string, running map[string]time.Time, now time.Time) (watch.Interface, error) {
+	pods := e.cs.CoreV1().Pods(e.cfg.Namespace)
+	list, err := pods.List(ctx, metav1.ListOptions{LabelSelector: sel})
+	if err != nil {
+		return nil, fmt.Errorf("list pods %s: %w", sel, err)
+	}
+	for _, p := range list.Items {
+		if _, seen := running[p.Name]; !seen && p.Status.Phase == corev1.PodRunning {
+			running[p.Name] = now
+		}
+	}
+	w, err := pods.Watch(ctx, metav1.ListOptions{LabelSelector: sel, ResourceVersion: list.ResourceVersion})
+	if err != nil {
+		return nil, fmt.Errorf("watch pods %s: %w", sel, err)
+	}
+	return w, nil
+}
+
+// checkNet1 execs `ip -d link show` of the row's interface in every pod,
+// four at a time: net1 (a macvlan in shared mode), or eth0 for plain pods.
+func (e *env) checkNet1(ctx context.Context, r Row, objs []*corev1.Pod) error {
+	iface := "net1"
+	if r.Network() == "" {
+		iface = "eth0"
+	}
+	sem := make(chan struct{}, 4)
+	errs := make([]error, len(objs))
+	var wg sync.WaitGroup
+	for i, p := range objs {
+		wg.Add(1)
+		go func(i int, name string) {
+			defer wg.Done()
+			sem <- struct{}{}
+			defer func() { <-sem }()
+			c, cancel := context.WithTimeout(ctx, time.Minute)
+			defer cancel()
+			out, err := e.k.Output(c, "-n", e.cfg.Namespace, "exec", name, "--", "ip", "-d", "link", "show", iface)
+			switch {
+			case err != nil:
+				errs[i] = fmt.Errorf("pod %s: %w", name, err)
+			case r.Mode == ModeShared && !strings.Contains(out, "macvlan"):
+				errs[i] = fmt.Errorf("pod %s: %s is not a macvlan:\n%s", name, iface, out)
+			}
+		}(i, p.Name)
+	}
+	wg.Wait()
+	return errors.Join(errs...)
+}
+
+// sandboxFailures counts FailedCreatePodSandBox events of the batch's pods
+// (a failed CNI ADD the kubelet retried); "" when there were none.
+func (e *env) sandboxFailures(ctx context.Context, batchID string, objs []*corev1.Pod) string {
+	evs, err := e.cs.CoreV1().Events(e.cfg.Namespace).List(ctx, metav1.ListOptions{FieldSelector: "reason=FailedCreatePodSandBox"})
+	if err != nil {
+		return "events: " + err.Error()
+	}
+	mine := map[string]bool{}
+	for _, p := range objs {
+		mine[p.Name] = true
+	}
+	var n int32
+	var msg string
+	for _, ev := range evs.Items {
+		if mine[ev.InvolvedObject.Name] {
+			n += max(ev.Count, 1)
+			msg = ev.Message
+		}
+	}
+	if n == 0 {
+		return ""
+	}
+	return fmt.Sprintf("%d failed sandbox creations (kubelet retried), last: %s", n, msg)
+}
+
+// describe is the batch's pods' phases and the namespace's recent events,
+// for a batch that did not come up.
+func (e *env) describe(ctx context.Context, sel string) string {
+	var b strings.Builder
+	list, err := e.cs.CoreV1().Pods(e.cfg.Namespace).List(ctx, metav1.ListOptions{LabelSelector: sel})
+	if err == nil {
+		for _, p := range list.Items {
+			fmt.Fprintf(&b, "  %s: %s", p.Name, p.Status.Phase)
+			for _, c := range p.Status.Conditions {
+				if c.Status != corev1.ConditionTrue && c.Message != "" {
+					fmt.Fprintf(&b, " [%s: %s]", c.Type, c.Message)
+				}
+			}
+			b.WriteString("\n")
+		}
+	}
+	ev, _ := e.k.Output(ctx, "-n", e.cfg.Namespace, "get", "events", "--sort-by=.lastTimestamp")
+	lines := strings.Split(strings.TrimRight(ev, "\n"), "\n")
+	if len(lines) > 25 {
+		lines = lines[len(lines)-25:]
+	}
+	b.WriteString("events:\n" + strings.Join(lines, "\n"))
+	return b.String()
+}
+
+// deleteBatch deletes the batch's pods at once and waits until they are
+// gone (the kubelet has run their CNI DEL and freed their devices).
+func (e *env) deleteBatch(ctx context.Context, sel string) error {
+	pods := e.cs.CoreV1().Pods(e.cfg.Namespace)
+	zero := int64(0)
+	if err := pods.DeleteCollection(ctx, metav1.DeleteOptions{GracePeriodSeconds: &zero}, metav1.ListOptions{LabelSelector: sel}); err != nil {
+		return fmt.Errorf("delete pods %s: %w", sel, err)
+	}
+	deadline := time.Now().Add(5 * time.Minute)
+	for {
+		list, err := pods.List(ctx, metav1.ListOptions{LabelSelector: sel})
+		if err == nil && len(list.Items) == 0 {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("pods %s in %s not gone 5 minutes after delete", sel, e.cfg.Namespace)
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
+}
+
+// waitFree waits until the node can take n more pods of row r: for rows
+// with a resource, allocatable minus what the node's pods hold is >= n.
+func (e *env) waitFree(ctx context.Context, r Row, n int) error {
+	res := r.Resource()
+	if res == "" {
+		return nil
+	}
+	deadline := time.Now().Add(3 * time.Minute)
+	for {
+		free, alloc, err := e.free(ctx, res)
+		if err == nil && free >= int64(n) {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			if err != nil {
+				return err
+			}
+			return fmt.Errorf("node %s: %d of %d %s free after 3 minutes, the row needs %d (other pods hold the rest)", cluster.NodeName, free, alloc, res, n)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(time.Second):
+		}
+	}
+}
+
+func (e *env) free(ctx context.Context, res string) (free, alloc int64, err error) {
+	node, err := e.cs.CoreV1().Nodes().Get(ctx, cluster.NodeName, metav1.GetOptions{})
+	if err != nil {
+		return 0, 0, fmt.Errorf("node %s: %w", cluster.NodeName, err)
+	}
+	q := node.Status.Allocatable[corev1.ResourceName(res)]
+	alloc = q.Value()
+	list, err := e.cs.CoreV1().Pods("").List(ctx, metav1.ListOptions{FieldSelector: "spec.nodeName=" + cluster.NodeName})
+	if err != nil {
+		return 0, 0, fmt.Errorf("pods on %s: %w", cluster.NodeName, err)
+	}
+	var used int64
+	for _, p := range list.Items {
+		if p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed {
+			continue
+		}
+		for _, c := range p.Spec.Containers {
+			if q, ok := c.Resources.Requests[corev1.ResourceName(res)]; ok {
+				used += q.Value()
+			}
+		}
+	}
+	return alloc - used, alloc, nil
+}
+
+// setAgentMode makes the rdmanet agent run with --rdma-netns-mode=mode (a
+// DaemonSet roll, as testShared does; on a real node the kernel reports the
+// mode) and waits until the node advertises res. The original mode is
+// restored at cleanup.
+func (e *env) setAgentMode(ctx context.Context, mode, res string) error {
+	idx, cur, err := e.agentModeArg(ctx)
+	if err != nil {
+		return err
+	}
+	want := "--rdma-netns-mode=" + mode
+	if cur != want {
+		e.logf("rolling rdmanet-node with %s (was %s)", want, cur)
+		if err := e.patchAgentArg(ctx, idx, want); err != nil {
+			return err
+		}
+		e.onCleanup(func(ctx context.Context) error {
+			i, now, err := e.agentModeArg(ctx)
+			if err != nil {
+				return err
+			}
+			if now == cur {
+				return nil
+			}
+			e.logf("rolling rdmanet-node back to %s", cur)
+			return e.patchAgentArg(ctx, i, cur)
+		})
+	}
+	return e.waitFree(ctx, Row{Mode: mode}, 1)
+}
+
+const agentContainer = "rdmanet-agent"
+
+// agentModeArg finds the agent container's --rdma-netns-mode argument: its
+// path in the DaemonSet and its value.
+func (e *env) agentModeArg(ctx context.Context) (path, value string, err error) {
+	ds, err := e.cs.AppsV1().DaemonSets("rdmanet-system").Get(ctx, "rdmanet-node", metav1.GetOptions{})
+	if err != nil {
+		return "", "", fmt.Errorf("daemonset rdmanet-system/rdmanet-node: %w", err)
+	}
+	for ci, c := range ds.Spec.Template.Spec.Containers {
+		if c.Name != agentContainer {
+			continue
+		}
+		for ai, a := range c.Args {
+			if strings.HasPrefix(a, "--rdma-netns-mode=") {
+				return fmt.Sprintf("/spec/template/spec/containers/%d/args/%d", ci, ai), a, nil
+			}
+		}
+		return "", "", fmt.Errorf("daemonset rdmanet-node: container %s has no --rdma-netns-mode argument (args %v)", agentContainer, c.Args)
+	}
+	return "", "", fmt.Errorf("daemonset rdmanet-node has no container %s", agentContainer)
+}
+
+func (e *env) patchAgentArg(ctx context.Context, path, value string) error {
+	patch := fmt.Sprintf(`[{"op": "replace", "path": %q, "value": %q}]`, path, value)
+	if _, err := e.k.Output(ctx, "-n", "rdmanet-system", "patch", "daemonset", "rdmanet-node", "--type=json", "-p", patch); err != nil {
+		return err
+	}
+	_, err := e.k.Output(ctx, "-n", "rdmanet-system", "rollout", "status", "daemonset/rdmanet-node", "--timeout=300s")
+	return err
+}
