@@ -429,6 +429,30 @@ func TestPools(t *testing.T) {
 	}
 }
 
+// TestOverlayPoolsAreThese: the cluster overlay carries its own copy of
+// pools.json (kustomize loads files only from inside the overlay); the two
+// must not drift apart.
+func TestOverlayPoolsAreThese(t *testing.T) {
+	const overlay = "../../test/cluster/overlay/pools.json"
+	read := func(p string) any {
+		b, err := os.ReadFile(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var v any
+		if err := json.Unmarshal(b, &v); err != nil {
+			t.Fatalf("%s: %v", p, err)
+		}
+		return v
+	}
+	if _, err := os.Stat(overlay); err != nil {
+		t.Skipf("no cluster overlay in this tree: %v", err)
+	}
+	if d := diff("$", read("pools.json"), read(overlay)); len(d) > 0 {
+		t.Fatalf("%s differs from examples/cluster/pools.json at %q", overlay, d)
+	}
+}
+
 // TestRequestedResourcesAreServed: every extended resource the examples
 // request comes from pools.json or the fake GPU plugin, and every NAD's
 // resourceName annotation names a pool.
