@@ -89,8 +89,13 @@ type Function struct {
 	NUMA      int          `json:"numa"`
 	PCIRoot   string       `json:"pci_root,omitempty"`   // pci0000:40
 	Upstream  string       `json:"pci_parent,omitempty"` // upstream bridge / switch port
-	// DefaultRoute is set when one of the netdevs carries the node's default route.
+	// DefaultRoute is set when one of the netdevs carries the node's default
+	// route: the route's own device, or a device under it (a bond's slave,
+	// a VLAN's parent, a bridge's port, recursively).
 	DefaultRoute bool `json:"default_route,omitempty"`
+	// DefaultRouteVia is the route's device when the function's netdev is
+	// under it (bond0, vlan200, br0); empty when the route is on the netdev.
+	DefaultRouteVia string `json:"default_route_via,omitempty"`
 }
 
 // Netdev returns the first netdev name, or "".
@@ -145,7 +150,10 @@ func (n *Node) ByNetdev(name string) *Function {
 type Options struct {
 	SysfsRoot string // default /sys
 	// DefaultRouteLinks names the netdevs that carry the node's default
-	// route (from the routing table); their functions are never handed out.
+	// route (from the routing table, optionally with their lower devices
+	// from netlink: DefaultRouteNetdevs). Discover resolves each further
+	// down through the sysfs model's upper/lower links; the functions of
+	// every netdev found are never handed out.
 	DefaultRouteLinks []string
 	// NetnsMode is the RDMA netns mode as read from netlink ("" when the
 	// kernel cannot say) and NetnsModeFlag the operator's statement of it.
@@ -167,10 +175,7 @@ func Discover(o Options) (*Node, error) {
 	}
 	node := &Node{byBDF: map[string]*Function{}, RDMACM: fs.HasRDMACM()}
 	vfIdx := vfIndexer(fs)
-	defRoute := map[string]bool{}
-	for _, l := range o.DefaultRouteLinks {
-		defRoute[l] = true
-	}
+	defRoute := ResolveLower(fs, o.DefaultRouteLinks)
 	for _, bdf := range bdfs {
 		if !fs.Exists(bdf) {
 			node.Problems = append(node.Problems, fmt.Sprintf("%s: bus/pci/devices link is dangling (device removed while scanning?); skipped", bdf))
@@ -184,8 +189,11 @@ func Discover(o Options) (*Node, error) {
 		}
 		f := readFunction(fs, bdf, rdma, vfIdx)
 		for _, nd := range f.Netdevs {
-			if defRoute[nd] {
+			if via, ok := defRoute[nd]; ok {
 				f.DefaultRoute = true
+				if via != nd && f.DefaultRouteVia == "" {
+					f.DefaultRouteVia = via
+				}
 			}
 		}
 		node.Functions = append(node.Functions, f)

@@ -7,6 +7,8 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
+
+	"github.com/rdmanet/rdmanet/internal/sysfs"
 )
 
 // DefaultRouteLinks reads <procRoot>/net/route and <procRoot>/net/ipv6_route
@@ -54,4 +56,43 @@ func DefaultRouteLinks(procRoot string) ([]string, error) {
 	}
 	sort.Strings(out)
 	return out, nil
+}
+
+// DefaultRouteNetdevs is DefaultRouteLinks plus every netdev below those
+// links that lower reports (netops.LowerLinks: netlink's master and link
+// relations in the caller's netns), so that a PF carrying the default route
+// under a bond, a VLAN or a bridge is known even where the sysfs model is
+// not the live one.
+func DefaultRouteNetdevs(procRoot string, lower func(names ...string) ([]string, error)) ([]string, error) {
+	links, err := DefaultRouteLinks(procRoot)
+	if err != nil || lower == nil || len(links) == 0 {
+		return links, err
+	}
+	below, err := lower(links...)
+	if err != nil {
+		return nil, fmt.Errorf("resolve the default route's devices %v to the netdevs under them: %w", links, err)
+	}
+	return append(links, below...), nil
+}
+
+// ResolveLower maps each of links, and every netdev below it in the sysfs
+// model (FS.LowerNetdevs, recursively: a bridge over a bond over two PFs),
+// to the link it was found under (a link maps to itself).
+func ResolveLower(fs sysfs.FS, links []string) map[string]string {
+	via := map[string]string{}
+	for _, l := range links {
+		if _, ok := via[l]; ok {
+			continue
+		}
+		via[l] = l
+		for queue := []string{l}; len(queue) > 0; queue = queue[1:] {
+			for _, lo := range fs.LowerNetdevs(queue[0]) {
+				if _, ok := via[lo]; !ok {
+					via[lo] = l
+					queue = append(queue, lo)
+				}
+			}
+		}
+	}
+	return via
 }

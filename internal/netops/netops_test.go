@@ -6,8 +6,12 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"reflect"
+	"sort"
 	"strconv"
+	"strings"
 	"sync"
+	"syscall"
 	"testing"
 
 	"github.com/containernetworking/plugins/pkg/ns"
@@ -230,27 +234,82 @@ func TestFromEnv(t *testing.T) {
 	}
 }
 
-// TestNetlinkKernelPath runs the kernel implementation where the kernel can
-// answer, and skips with the reason where this machine lacks the feature.
+// TestNetlinkKernelPath runs the kernel implementation (netops.Netlink)
+// against this machine's kernel and never skips. CI has no SR-IOV PF and no
+// RDMA subsystem, so it checks the answers such a kernel gives, which are
+// well defined: every VF setter sent through a veth standing in for the PF
+// passes the kernel's netlink validation and reaches its VF handler, which
+// refuses it with EOPNOTSUPP (a malformed IFLA_VFINFO_LIST would get EINVAL
+// or ERANGE instead); VFState finds no VF (ErrNoVF); a missing PF is
+// ErrLinkNotFound; the RDMA netlink family is absent (EPROTONOSUPPORT), or
+// on a machine with RDMA reports a valid netns mode. The successful path
+// through a real PF needs SR-IOV hardware (docs/cni.md); the recording fake
+// covers the plugins' use of it.
 func TestNetlinkKernelPath(t *testing.T) {
 	netnsutil.RequireRoot(t)
 	t.Run("VF configuration through a PF", func(t *testing.T) {
 		n := netnsutil.NewNS(t)
 		netnsutil.AddVeth(t, n, "pf0", nil, "pf0-peer", n)
-		var err error
-		netnsutil.Do(t, n, func() error { _, err = netops.Netlink{}.VFState("pf0", 0); return nil })
-		if err == nil {
-			t.Fatal("a veth reported VF 0")
+		mac, _ := net.ParseMAC("02:00:00:00:02:01")
+		k := netops.Netlink{}
+		tests := []struct {
+			name    string
+			call    func() error
+			wantErr error
+			wantCmd string
+		}{
+			{name: "VFState", call: func() error { _, err := k.VFState("pf0", 0); return err }, wantErr: netops.ErrNoVF, wantCmd: "ip link show pf0"},
+			{name: "mac", call: func() error { return k.SetVFMAC("pf0", 0, mac) }, wantErr: syscall.EOPNOTSUPP, wantCmd: "ip link set pf0 vf 0 mac 02:00:00:00:02:01"},
+			{name: "vlan 802.1Q", call: func() error { return k.SetVFVlan("pf0", 0, 200, 3, netops.Proto8021Q) }, wantErr: syscall.EOPNOTSUPP, wantCmd: "ip link set pf0 vf 0 vlan 200 qos 3 proto 802.1Q"},
+			{name: "vlan 802.1ad", call: func() error { return k.SetVFVlan("pf0", 1, 300, 0, netops.Proto8021ad) }, wantErr: syscall.EOPNOTSUPP, wantCmd: "vf 1 vlan 300 qos 0 proto 802.1ad"},
+			{name: "spoofchk", call: func() error { return k.SetVFSpoofchk("pf0", 0, false) }, wantErr: syscall.EOPNOTSUPP, wantCmd: "spoofchk off"},
+			{name: "trust", call: func() error { return k.SetVFTrust("pf0", 0, true) }, wantErr: syscall.EOPNOTSUPP, wantCmd: "trust on"},
+			{name: "link state", call: func() error { return k.SetVFLinkState("pf0", 0, netops.LinkStateEnable) }, wantErr: syscall.EOPNOTSUPP, wantCmd: "state enable"},
+			{name: "rate", call: func() error { return k.SetVFRate("pf0", 0, 100, 1000) }, wantErr: syscall.EOPNOTSUPP, wantCmd: "min_tx_rate 100 max_tx_rate 1000"},
+			{name: "bad VLAN protocol refused before the kernel", call: func() error { return k.SetVFVlan("pf0", 0, 200, 0, "802.1x") }, wantCmd: `VLAN protocol "802.1x"`},
+			{name: "missing PF", call: func() error { return k.SetVFTrust("nopf", 0, true) }, wantErr: netops.ErrLinkNotFound, wantCmd: "nopf"},
 		}
-		t.Skipf("kernel VF configuration needs an SR-IOV PF; a veth stands in here and the kernel answers: %v", err)
+		for _, tc := range tests {
+			t.Run(tc.name, func(t *testing.T) {
+				var err error
+				netnsutil.Do(t, n, func() error { err = tc.call(); return nil })
+				if err == nil {
+					t.Fatal("the kernel accepted VF configuration through a veth")
+				}
+				if tc.wantErr != nil && !errors.Is(err, tc.wantErr) {
+					t.Errorf("error %v, want it to wrap %v", err, tc.wantErr)
+				}
+				if !strings.Contains(err.Error(), tc.wantCmd) {
+					t.Errorf("error %q does not name %q", err, tc.wantCmd)
+				}
+			})
+		}
 	})
-	t.Run("RDMA netns mode", func(t *testing.T) {
-		mode, err := netops.Netlink{}.NetnsMode()
-		if err != nil {
-			t.Skipf("no kernel RDMA subsystem on this machine: %v", err)
+	t.Run("RDMA subsystem", func(t *testing.T) {
+		host, pod := netnsutil.NewNS(t), netnsutil.NewNS(t)
+		k := netops.Netlink{}
+		mode, err := k.NetnsMode()
+		if err == nil {
+			if mode != netops.RDMANetnsExclusive && mode != netops.RDMANetnsShared {
+				t.Errorf("netns mode %q", mode)
+			}
+			if in, err := k.InNetns("rdmanet-no-such-dev", host); err != nil || in {
+				t.Errorf("InNetns of a missing device: %v, %v", in, err)
+			}
+			if err := k.Move("rdmanet-no-such-dev", host, pod); !errors.Is(err, netops.ErrRDMANotFound) {
+				t.Errorf("Move of a missing device: %v, want ErrRDMANotFound", err)
+			}
+			return
 		}
-		if mode != netops.RDMANetnsExclusive && mode != netops.RDMANetnsShared {
-			t.Errorf("netns mode %q", mode)
+		t.Logf("no RDMA subsystem: %v", err)
+		if !errors.Is(err, syscall.EPROTONOSUPPORT) || !strings.Contains(err.Error(), "rdma system") {
+			t.Errorf("NetnsMode error %v, want `rdma system` wrapping EPROTONOSUPPORT (no RDMA netlink family)", err)
+		}
+		if _, err := k.InNetns("mlx5_0", host); !errors.Is(err, syscall.EPROTONOSUPPORT) {
+			t.Errorf("InNetns error %v, want EPROTONOSUPPORT", err)
+		}
+		if err := k.Move("mlx5_0", host, pod); !errors.Is(err, syscall.EPROTONOSUPPORT) || !strings.Contains(err.Error(), "rdma dev show mlx5_0") {
+			t.Errorf("Move error %v, want `rdma dev show mlx5_0` wrapping EPROTONOSUPPORT", err)
 		}
 	})
 	t.Run("link operations", func(t *testing.T) {
@@ -286,4 +345,54 @@ func TestNetlinkKernelPath(t *testing.T) {
 			return nil
 		})
 	})
+}
+
+// TestLowerLinks runs the netlink resolver against real stacked links: a
+// bridge's ports, a macvlan's parent, recursively; a veth's peer is not a
+// lower device; unknown names are skipped.
+func TestLowerLinks(t *testing.T) {
+	netnsutil.RequireRoot(t)
+	n := netnsutil.NewNS(t)
+	netnsutil.AddVeth(t, n, "p0", nil, "p0-peer", n)
+	netnsutil.AddVeth(t, n, "p1", nil, "p1-peer", n)
+	netnsutil.Do(t, n, func() error {
+		if err := netops.AddBridge("br0"); err != nil {
+			return err
+		}
+		for _, p := range []string{"p0", "p1"} {
+			if err := netops.SetLinkMaster(p, "br0"); err != nil {
+				return err
+			}
+		}
+		if err := netops.AddMacvlan("mv-br", "br0"); err != nil {
+			return err
+		}
+		return netops.AddMacvlan("mv-peer", "p0-peer")
+	})
+	tests := []struct {
+		name  string
+		names []string
+		want  []string
+	}{
+		{name: "bridge ports", names: []string{"br0"}, want: []string{"p0", "p1"}},
+		{name: "macvlan over a bridge: the bridge and its ports", names: []string{"mv-br"}, want: []string{"br0", "p0", "p1"}},
+		{name: "macvlan over a veth end", names: []string{"mv-peer"}, want: []string{"p0-peer"}},
+		{name: "a veth's peer is not below it", names: []string{"p0"}, want: nil},
+		{name: "names given are not repeated", names: []string{"br0", "p0"}, want: []string{"p1"}},
+		{name: "unknown netdev", names: []string{"bond7"}, want: nil},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			var got []string
+			netnsutil.Do(t, n, func() error {
+				var err error
+				got, err = netops.LowerLinks(tc.names...)
+				return err
+			})
+			sort.Strings(got)
+			if !reflect.DeepEqual(got, tc.want) {
+				t.Fatalf("LowerLinks(%v) = %v, want %v", tc.names, got, tc.want)
+			}
+		})
+	}
 }

@@ -1,6 +1,7 @@
 package netops
 
 import (
+	"errors"
 	"fmt"
 	"net"
 	"strings"
@@ -20,6 +21,9 @@ const (
 	LinkStateEnable  = "enable"
 	LinkStateDisable = "disable"
 )
+
+// ErrNoVF is wrapped when a PF does not report the VF asked for.
+var ErrNoVF = errors.New("PF reports no VF")
 
 // VFState is the configuration of one VF as its PF reports it.
 type VFState struct {
@@ -111,7 +115,7 @@ func (Netlink) VFState(pf string, vf int) (VFState, error) {
 		}
 		return st, nil
 	}
-	return VFState{}, fmt.Errorf("ip link show %s: PF reports no VF %d (SR-IOV disabled, or %s is not the PF of this VF)", pf, vf, pf)
+	return VFState{}, fmt.Errorf("ip link show %s: %w %d (SR-IOV disabled, or %s is not the PF of this VF)", pf, ErrNoVF, vf, pf)
 }
 
 func (Netlink) SetVFMAC(pf string, vf int, mac net.HardwareAddr) error {

@@ -96,6 +96,7 @@ func (d nodeDef) env(l layout) []string {
 		netops.EnvImpl + "=record",
 		netops.EnvState + "=" + filepath.Join(dir, "netops.json"),
 		"RDMANET_IPAM_STORE_PATH=" + filepath.Join(dir, "ipam"),
+		"RDMANET_IPAM_STORE_TYPE=local",                                  // a simulated node: node-local addresses by explicit choice
 		"RDMANET_IPAM_CONFIG=" + filepath.Join(dir, "rdmanet-ipam.conf"), // absent: no node config
 		"NODENAME=" + d.Name,
 		netops.EnvFault + "=",
@@ -201,7 +202,11 @@ func (p hostProbe) DefaultRouteLinks() ([]string, error) {
 				}
 			}
 		}
-		return nil
+		// and every netdev under them (bond slaves, VLAN parents, bridge
+		// ports), as the agent on a node resolves them
+		below, err := netops.LowerLinks(out...)
+		out = append(out, below...)
+		return err
 	})
 	return out, err
 }

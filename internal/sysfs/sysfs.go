@@ -178,6 +178,35 @@ func (f FS) NetdevPCI(ifname string) string {
 	return ""
 }
 
+// LowerNetdevs lists the netdevs directly under ifname (sorted, each once):
+// the kernel's class/net/<ifname>/lower_<dev> adjacency links (every upper
+// device: bond, team, bridge, VLAN, macvlan, ipvlan), the bridge's brif/
+// ports, and the bond's bonding/slaves list (older kernels and fixtures
+// that only have one of these).
+func (f FS) LowerNetdevs(ifname string) []string {
+	dir := filepath.Join(f.Root, "class/net", ifname)
+	set := map[string]bool{}
+	for _, e := range listDir(dir) {
+		if l, ok := strings.CutPrefix(e, "lower_"); ok && l != "" {
+			set[l] = true
+		}
+	}
+	for _, p := range listDir(filepath.Join(dir, "brif")) {
+		set[p] = true
+	}
+	if s, err := readTrim(filepath.Join(dir, "bonding/slaves")); err == nil {
+		for _, p := range strings.Fields(s) {
+			set[p] = true
+		}
+	}
+	out := make([]string, 0, len(set))
+	for l := range set {
+		out = append(out, l)
+	}
+	sort.Strings(out)
+	return out
+}
+
 // RDMADevices lists the RDMA device names under <bdf>/infiniband.
 func (f FS) RDMADevices(bdf string) []string {
 	return listDir(filepath.Join(f.PCIDevicePath(bdf), "infiniband"))
