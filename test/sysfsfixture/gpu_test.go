@@ -113,8 +113,9 @@ func TestStandardGPUsRejectsBadCount(t *testing.T) {
 		{"more than the buses hold", sysfsfixture.MaxStandardGPUs + 1},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			if _, err := sysfsfixture.NewStandard(t.TempDir(), sysfsfixture.StandardOptions{GPUs: tc.gpus}); err == nil {
-				t.Fatalf("NewStandard accepted %d GPUs", tc.gpus)
+			// NewStandard lays its GPUs out with StandardGPUs
+			if _, err := sysfsfixture.StandardGPUs(tc.gpus); err == nil {
+				t.Fatalf("StandardGPUs accepted %d GPUs", tc.gpus)
 			}
 		})
 	}
