@@ -2,26 +2,11 @@ package cluster
 
 import (
 	"bytes"
-	"os"
-	"path/filepath"
 	"testing"
 )
 
-// The overlay's pool config must be the runnable example's (kustomize
-// cannot read files outside the overlay, so it is a copy).
-func TestOverlayPoolsMatchExample(t *testing.T) {
-	a, err := os.ReadFile(filepath.Join("overlay", "pools.json"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	b, err := os.ReadFile(filepath.Join("..", "..", "examples", "cluster", "pools.json"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !bytes.Equal(a, b) {
-		t.Fatalf("test/cluster/overlay/pools.json differs from examples/cluster/pools.json; copy the example over it")
-	}
-}
+// The overlay's pools.json is checked against examples/cluster/pools.json by
+// examples/cluster (TestOverlayPoolsAreThese).
 
 func TestKubeletConfigForThisMachine(t *testing.T) {
 	l := Layout{Dir: "/state", Repo: "/repo"}
