@@ -205,7 +205,6 @@ spec:
 // Node-side paths of the Multus + Whereabouts install (as the node's
 // processes see them; the host paths are under the cluster's state dir).
 const (
-	MultusConfFile        = "00-multus.conf"
 	RdmanetConfFile       = "00-rdmanet.conf"
 	MultusKubeconfig      = "/etc/cni/net.d/multus.d/multus.kubeconfig"
 	WhereaboutsKubeconfig = "/etc/cni/net.d/whereabouts.d/whereabouts.kubeconfig"
@@ -213,26 +212,65 @@ const (
 	MultusCNIDir          = "/var/lib/cni/multus"
 )
 
-// MultusConf is the Multus thin plugin's 00-multus.conf: the node's bridge
-// network (found by its name in confDir) as the cluster network, the
-// kubeconfig above, the node's CNI directories. No readiness indicator, no
-// log file (Multus logs nothing on success at its default level).
-func MultusConf(clusterNetwork string) ([]byte, error) {
-	b, err := json.MarshalIndent(map[string]any{
-		"cniVersion":      "0.3.1",
-		"name":            "multus-cni-network",
-		"type":            "multus",
-		"kubeconfig":      MultusKubeconfig,
-		"clusterNetwork":  clusterNetwork,
-		"confDir":         "/etc/cni/net.d",
-		"cniDir":          MultusCNIDir,
-		"binDir":          "/opt/cni/bin",
-		"multusNamespace": "kube-system",
-	}, "", "  ")
-	if err != nil {
-		return nil, fmt.Errorf("multus conf: %w", err)
+// MultusConf is the config Multus' own thin entrypoint (cmd/thin_entrypoint
+// of v4.2.3, default flags) generates from the node's master network config
+// (here the bridge network's conflist): the master inline as the one
+// delegate, its capabilities lifted onto Multus, the kubeconfig above;
+// for a cniVersion 1.0.0 master a conflist named 00-multus.conflist,
+// otherwise a single 00-multus.conf. cniDir and binDir are Multus' defaults,
+// spelled out. No readiness indicator, no log file (Multus logs nothing on
+// success at its default level).
+func MultusConf(master []byte) (name string, conf []byte, err error) {
+	var m map[string]any
+	if err := json.Unmarshal(master, &m); err != nil {
+		return "", nil, fmt.Errorf("master CNI config: %w", err)
 	}
-	return append(b, '\n'), nil
+	version, _ := m["cniVersion"].(string)
+	if version == "" {
+		return "", nil, fmt.Errorf("master CNI config has no cniVersion")
+	}
+	caps := map[string]bool{}
+	collect := func(v any) {
+		if c, ok := v.(map[string]any); ok {
+			for k, on := range c {
+				if b, ok := on.(bool); ok {
+					caps[k] = b
+				}
+			}
+		}
+	}
+	if plugins, ok := m["plugins"].([]any); ok {
+		for _, p := range plugins {
+			if pm, ok := p.(map[string]any); ok {
+				collect(pm["capabilities"])
+			}
+		}
+	} else {
+		collect(m["capabilities"])
+	}
+	plugin := map[string]any{
+		"type":       "multus",
+		"kubeconfig": MultusKubeconfig,
+		"delegates":  []any{m},
+		"cniDir":     MultusCNIDir,
+		"binDir":     "/opt/cni/bin",
+	}
+	if len(caps) > 0 {
+		plugin["capabilities"] = caps
+	}
+	var out any = plugin
+	name = "00-multus.conf"
+	if version == "1.0.0" {
+		name = "00-multus.conflist"
+		out = map[string]any{"cniVersion": version, "name": "multus-cni-network", "plugins": []any{plugin}}
+	} else {
+		plugin["cniVersion"], plugin["name"] = version, "multus-cni-network"
+	}
+	b, err := json.MarshalIndent(out, "", "  ")
+	if err != nil {
+		return "", nil, fmt.Errorf("multus conf: %w", err)
+	}
+	return name, append(b, '\n'), nil
 }
 
 // WhereaboutsConf is Whereabouts' flat file (whereabouts.d/whereabouts.conf

@@ -209,8 +209,44 @@ func TestSharedNADManifest(t *testing.T) {
 }
 
 func TestMultusAndWhereaboutsConfig(t *testing.T) {
-	t.Run("00-multus.conf", func(t *testing.T) {
-		b, err := MultusConf("k8s-pod-network")
+	t.Run("multus from a 1.0.0 conflist master", func(t *testing.T) {
+		name, b, err := MultusConf([]byte(bridgeConflist))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if name != "00-multus.conflist" || name >= RdmanetConfFile {
+			t.Errorf("file %s: want 00-multus.conflist, sorting before %s (the runtime takes the first)", name, RdmanetConfFile)
+		}
+		var c struct {
+			CNIVersion string `json:"cniVersion"`
+			Name       string
+			Plugins    []map[string]any
+		}
+		if err := json.Unmarshal(b, &c); err != nil {
+			t.Fatal(err)
+		}
+		if c.CNIVersion != "1.0.0" || c.Name != "multus-cni-network" || len(c.Plugins) != 1 {
+			t.Fatalf("conflist %s", b)
+		}
+		p := c.Plugins[0]
+		for k, v := range map[string]any{"type": "multus", "kubeconfig": MultusKubeconfig, "cniDir": MultusCNIDir, "binDir": "/opt/cni/bin"} {
+			if p[k] != v {
+				t.Errorf("%s = %v, want %v", k, p[k], v)
+			}
+		}
+		if caps, _ := p["capabilities"].(map[string]any); caps["portMappings"] != true {
+			t.Errorf("capabilities %v: the master's portMappings not lifted", p["capabilities"])
+		}
+		ds, _ := p["delegates"].([]any)
+		if len(ds) != 1 {
+			t.Fatalf("delegates %v", p["delegates"])
+		}
+		if d, _ := ds[0].(map[string]any); d["name"] != "k8s-pod-network" || len(d["plugins"].([]any)) != 2 {
+			t.Errorf("delegate %v: want the master conflist verbatim", d)
+		}
+	})
+	t.Run("multus from a 0.3.1 conf master", func(t *testing.T) {
+		name, b, err := MultusConf([]byte(`{"cniVersion": "0.3.1", "name": "cbr0", "type": "flannel", "capabilities": {"bandwidth": true}}`))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -218,21 +254,16 @@ func TestMultusAndWhereaboutsConfig(t *testing.T) {
 		if err := json.Unmarshal(b, &c); err != nil {
 			t.Fatal(err)
 		}
-		want := map[string]any{
-			"type": "multus", "clusterNetwork": "k8s-pod-network", "kubeconfig": MultusKubeconfig,
-			"confDir": "/etc/cni/net.d", "binDir": "/opt/cni/bin", "cniDir": MultusCNIDir,
+		if name != "00-multus.conf" || c["type"] != "multus" || c["cniVersion"] != "0.3.1" || c["name"] != "multus-cni-network" {
+			t.Errorf("%s: %s", name, b)
 		}
-		for k, v := range want {
-			if c[k] != v {
-				t.Errorf("%s = %v, want %v", k, c[k], v)
-			}
+		if caps, _ := c["capabilities"].(map[string]any); caps["bandwidth"] != true {
+			t.Errorf("capabilities %v", c["capabilities"])
 		}
-		if _, ok := c["delegates"]; ok {
-			t.Error("delegates set: the cluster network comes from clusterNetwork")
-		}
-		// The runtime takes the first file by name: Multus' must sort before rdmanet's.
-		if MultusConfFile >= RdmanetConfFile {
-			t.Errorf("%s does not sort before %s", MultusConfFile, RdmanetConfFile)
+	})
+	t.Run("master without cniVersion", func(t *testing.T) {
+		if _, _, err := MultusConf([]byte(`{"name": "x", "type": "bridge"}`)); err == nil {
+			t.Error("no error")
 		}
 	})
 	t.Run("whereabouts flat file", func(t *testing.T) {
@@ -493,4 +524,51 @@ func tree(t *testing.T, d string) string {
 		t.Fatal(err)
 	}
 	return b.String()
+}
+
+const bridgeConflist = `{
+  "cniVersion": "1.0.0",
+  "name": "k8s-pod-network",
+  "plugins": [
+    {"type": "bridge", "bridge": "cni0", "isGateway": true, "ipam": {"type": "host-local", "ranges": [[{"subnet": "10.244.0.0/24"}]]}},
+    {"type": "portmap", "capabilities": {"portMappings": true}}
+  ]
+}`
+
+func TestMasterConfig(t *testing.T) {
+	d := t.TempDir()
+	files := map[string]string{
+		"00-rdmanet.conf":                `{"cniVersion": "0.3.1", "name": "rdmanet", "type": "rdmanet"}`,
+		"10-k8s-pod-network.conflist":    bridgeConflist,
+		"99-broken.conf":                 `{`,
+		"whereabouts.d/whereabouts.conf": `{"name": "k8s-pod-network"}`,
+		"00-rdmanet.conf" + savedSuffix:  `{"name": "saved"}`,
+		"05-other.conflist":              `{"cniVersion": "1.0.0", "name": "other", "plugins": []}`,
+	}
+	for p, c := range files {
+		if err := os.MkdirAll(filepath.Dir(filepath.Join(d, p)), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(d, p), []byte(c), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	tests := []struct {
+		name    string
+		network string
+		want    string
+		wantErr bool
+	}{
+		{name: "the bridge network by name", network: "k8s-pod-network", want: bridgeConflist},
+		{name: "a single conf by name", network: "rdmanet", want: files["00-rdmanet.conf"]},
+		{name: "missing", network: "calico", wantErr: true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, err := MasterConfig(d, tt.network)
+			if (err != nil) != tt.wantErr || string(got) != tt.want {
+				t.Errorf("MasterConfig(%s) = %q, %v", tt.network, got, err)
+			}
+		})
+	}
 }

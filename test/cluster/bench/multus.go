@@ -2,10 +2,12 @@ package bench
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
+	"sort"
 	"strings"
 	"time"
 
@@ -129,7 +131,8 @@ func (e *env) tool(set, name string) string {
 //   - /opt/cni/bin/multus and /opt/cni/bin/whereabouts (rdmanet's copy moved aside);
 //   - /etc/cni/net.d/multus.d/multus.kubeconfig, whereabouts.d/{whereabouts.conf,whereabouts.kubeconfig}
 //     (the admin identity, certificates embedded);
-//   - /etc/cni/net.d/00-multus.conf in, 00-rdmanet.conf moved aside.
+//   - /etc/cni/net.d/00-multus.conflist in (what Multus' thin entrypoint makes
+//     of the bridge network's config, see MultusConf), 00-rdmanet.conf moved aside.
 //
 // The returned function (also registered for cleanup; the second call is a
 // no-op) puts the node back: rdmanet's config and whereabouts binary, no
@@ -184,7 +187,13 @@ func (e *env) installMultus(ctx context.Context) (func(context.Context) error, e
 			return fail(err)
 		}
 		if _, err := e.k.Output(ctx, "get", "crd", name); err == nil {
+			// Keep it; remove only the objects of it this run makes.
 			e.logf("CRD %s already installed; keeping it", name)
+			sweep, err := e.sweeper(ctx, name, "kube-system")
+			if err != nil {
+				return fail(err)
+			}
+			u.push(func() error { return sweep(context.Background()) })
 			continue
 		}
 		if _, err := e.k.Output(ctx, "apply", "-f", f); err != nil {
@@ -221,10 +230,15 @@ func (e *env) installMultus(ctx context.Context) (func(context.Context) error, e
 	if err != nil {
 		return fail(fmt.Errorf("read %s: %w", wb, err))
 	}
-	mconf, err := MultusConf(cluster.ClusterNetwork)
+	master, err := MasterConfig(conf, cluster.ClusterNetwork)
 	if err != nil {
 		return fail(err)
 	}
+	mname, mconf, err := MultusConf(master)
+	if err != nil {
+		return fail(err)
+	}
+	e.multusConf = mname
 	wconf, err := WhereaboutsConf()
 	if err != nil {
 		return fail(err)
@@ -242,7 +256,7 @@ func (e *env) installMultus(ctx context.Context) (func(context.Context) error, e
 			return u.place(filepath.Join(conf, strings.TrimPrefix(WhereaboutsKubeconfig, "/etc/cni/net.d/")), kubeconfig, 0o600)
 		},
 		func() error { return u.place(filepath.Join(conf, WhereaboutsFlatConf), wconf, 0o644) },
-		func() error { return u.place(filepath.Join(conf, MultusConfFile), mconf, 0o644) },
+		func() error { return u.place(filepath.Join(conf, mname), mconf, 0o644) },
 		func() error { return u.moveAside(filepath.Join(conf, RdmanetConfFile)) },
 	}
 	for _, s := range steps {
@@ -263,4 +277,29 @@ func (e *env) installMultus(ctx context.Context) (func(context.Context) error, e
 func multusServed(dir string) bool {
 	ents, err := os.ReadDir(dir)
 	return err == nil && len(ents) > 0
+}
+
+// MasterConfig is the config file in confDir whose network name is name
+// (the cluster network Multus delegates to; Multus' thin entrypoint calls
+// it the master plugin config).
+func MasterConfig(confDir, name string) ([]byte, error) {
+	var files []string
+	for _, pat := range []string{"*.conf", "*.conflist", "*.json"} {
+		m, _ := filepath.Glob(filepath.Join(confDir, pat))
+		files = append(files, m...)
+	}
+	sort.Strings(files)
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			return nil, fmt.Errorf("read %s: %w", f, err)
+		}
+		var c struct {
+			Name string `json:"name"`
+		}
+		if json.Unmarshal(b, &c) == nil && c.Name == name {
+			return b, nil
+		}
+	}
+	return nil, fmt.Errorf("no CNI config named %q in %s (files %v)", name, confDir, files)
 }

@@ -2,6 +2,7 @@ package bench
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -77,6 +78,7 @@ type env struct {
 	undoMu sync.Mutex
 
 	multusCache string // host path of Multus' cniDir while Multus is installed
+	multusConf  string // its config file's name in the conf dir
 }
 
 func (e *env) logf(format string, a ...any) {
@@ -139,6 +141,13 @@ func Run(ctx context.Context, cfg Config) (results []Result, err error) {
 		}
 	}()
 
+	// rdmanet-ipam's blocks for the benchmark's ranges (cluster-scoped),
+	// swept after the namespace (and any pod left in it) is gone.
+	sweep, err := e.sweeper(ctx, "ipamblocks.rdmanet.io", "")
+	if err != nil {
+		return nil, err
+	}
+	e.onCleanup(sweep)
 	if err := e.createNamespace(ctx); err != nil {
 		return nil, err
 	}
@@ -416,7 +425,7 @@ func (e *env) batch(ctx context.Context, r Row, id string, n int) (samples []tim
 		return nil, 0, fmt.Errorf("batch %s: %w", batchID, err)
 	}
 	if r == RowMultus && !multusServed(e.multusCache) {
-		return nil, 0, fmt.Errorf("batch %s: Multus' cache dir %s is empty with the pods Running: the runtime did not call Multus (is %s still first in the conf dir?)", batchID, e.multusCache, MultusConfFile)
+		return nil, 0, fmt.Errorf("batch %s: Multus' cache dir %s is empty with the pods Running: the runtime did not call Multus (is %s still first in the conf dir?)", batchID, e.multusCache, e.multusConf)
 	}
 	if fails := e.sandboxFailures(ctx, batchID, objs); fails != "" {
 		e.logf("batch %s: %s", batchID, fails)
@@ -529,8 +538,9 @@ func (e *env) describe(ctx context.Context, sel string) string {
 // gone (the kubelet has run their CNI DEL and freed their devices).
 func (e *env) deleteBatch(ctx context.Context, sel string) error {
 	pods := e.cs.CoreV1().Pods(e.cfg.Namespace)
-	zero := int64(0)
-	if err := pods.DeleteCollection(ctx, metav1.DeleteOptions{GracePeriodSeconds: &zero}, metav1.ListOptions{LabelSelector: sel}); err != nil {
+	// The pods' own 1 s grace period, not 0: a zero grace period removes
+	// the objects at once, before the kubelet has torn the sandboxes down.
+	if err := pods.DeleteCollection(ctx, metav1.DeleteOptions{}, metav1.ListOptions{LabelSelector: sel}); err != nil {
 		return fmt.Errorf("delete pods %s: %w", sel, err)
 	}
 	deadline := time.Now().Add(5 * time.Minute)
@@ -658,4 +668,72 @@ func (e *env) patchAgentArg(ctx context.Context, path, value string) error {
 	}
 	_, err := e.k.Output(ctx, "-n", "rdmanet-system", "rollout", "status", "daemonset/rdmanet-node", "--timeout=300s")
 	return err
+}
+
+// objects lists the names of a resource's objects (in ns; "" for cluster
+// scope or all) with how many allocations each holds (spec.allocations of
+// rdmanet's IPAMBlocks and Whereabouts' IPPools; 0 for other kinds).
+func (e *env) objects(ctx context.Context, resource, ns string) (map[string]int, error) {
+	args := []string{"get", resource, "-o", "json"}
+	if ns != "" {
+		args = append(args, "-n", ns)
+	}
+	out, err := e.k.Output(ctx, args...)
+	if err != nil {
+		return nil, err
+	}
+	var list struct {
+		Items []struct {
+			Metadata struct{ Name string } `json:"metadata"`
+			Spec     struct {
+				Allocations map[string]json.RawMessage `json:"allocations"`
+			} `json:"spec"`
+		} `json:"items"`
+	}
+	if err := json.Unmarshal([]byte(out), &list); err != nil {
+		return nil, fmt.Errorf("%s list: %w", resource, err)
+	}
+	m := map[string]int{}
+	for _, it := range list.Items {
+		m[it.Metadata.Name] = len(it.Spec.Allocations)
+	}
+	return m, nil
+}
+
+// sweeper returns a step that deletes the objects of resource that
+// appeared since it was made and hold no allocation (the IPAMs' blocks and
+// pools that the benchmark's networks made; one still holding an address
+// belongs to someone else's pod and is left, with a line saying so).
+func (e *env) sweeper(ctx context.Context, resource, ns string) (func(context.Context) error, error) {
+	before, err := e.objects(ctx, resource, ns)
+	if err != nil {
+		return nil, err
+	}
+	return func(ctx context.Context) error {
+		after, err := e.objects(ctx, resource, ns)
+		if err != nil {
+			if strings.Contains(err.Error(), "the server doesn't have a resource type") {
+				return nil // its CRD is gone
+			}
+			return err
+		}
+		var errs []error
+		for name, allocs := range after {
+			if _, old := before[name]; old {
+				continue
+			}
+			if allocs > 0 {
+				e.logf("leaving %s %s: it holds %d allocations (not this run's)", resource, name, allocs)
+				continue
+			}
+			args := []string{"delete", resource, name, "--ignore-not-found"}
+			if ns != "" {
+				args = append(args, "-n", ns)
+			}
+			if _, err := e.k.Output(ctx, args...); err != nil {
+				errs = append(errs, err)
+			}
+		}
+		return errors.Join(errs...)
+	}, nil
 }
