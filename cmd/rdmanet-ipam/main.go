@@ -8,7 +8,7 @@ import (
 	"os"
 
 	"github.com/containernetworking/cni/pkg/skel"
-	"github.com/containernetworking/cni/pkg/version"
+	cniversion "github.com/containernetworking/cni/pkg/version"
 
 	"github.com/rdmanet/rdmanet/internal/ipam"
 	"github.com/rdmanet/rdmanet/internal/ipam/gc"
@@ -22,5 +22,5 @@ func main() {
 	}
 	p := ipam.NewPlugin()
 	skel.PluginMainFuncs(p.Funcs(),
-		version.All, "rdmanet-ipam: cluster-wide IPAM (Whereabouts-compatible)")
+		cniversion.All, "rdmanet-ipam: cluster-wide IPAM (Whereabouts-compatible)")
 }
