@@ -50,6 +50,7 @@ func newIPAMGCCmd(s streams, deps ipamDeps) *cobra.Command {
 		network string
 		dryRun  bool
 		timeout time.Duration
+		grace   time.Duration
 	)
 	cmd := &cobra.Command{
 		Use:   "gc",
@@ -57,9 +58,12 @@ func newIPAMGCCmd(s streams, deps ipamDeps) *cobra.Command {
 		Long: `gc runs one garbage collection pass of rdmanet-ipam (the same library the
 controller and 'rdmanet-ipam gc' use). It releases an allocation when its pod
 no longer exists, was recreated under the same name (different UID), has
-terminated, or holds a second address for the same interface that its
-network-status does not list; allocations without pod identity are released
-only when their node is gone. Empty blocks of deleted nodes are deleted.
+terminated, or when a newer sandbox (container ID) of the same live pod holds
+another address for the same interface and the pod's network-status does not
+list this one; allocations without pod identity are released only when their
+node is gone. No allocation younger than --grace is released (its pod's
+status may not be written yet), and gateway reservations are kept. Empty
+blocks of deleted nodes are deleted.
 
 Every release is printed with its address, network, block, container, pod
 and the reason. --dry-run prints what would be released and changes nothing.
@@ -88,7 +92,7 @@ kubeconfig.`,
 			defer stop()
 			ctx, cancel := context.WithTimeout(ctx, timeout)
 			defer cancel()
-			rep, runErr := gc.Run(ctx, gc.Options{Store: store, Cluster: cluster, Network: network, DryRun: dryRun})
+			rep, runErr := gc.Run(ctx, gc.Options{Store: store, Cluster: cluster, Network: network, DryRun: dryRun, Grace: gc.GraceFlag(grace)})
 			if output == "json" {
 				err = writeGCJSON(s, rep, dryRun, network, runErr)
 			} else {
@@ -111,6 +115,7 @@ kubeconfig.`,
 	f.StringVar(&co.store, "store", ipam.StoreKubernetes, "store to collect: kubernetes (IPAMBlock objects) or local (a node's file store)")
 	f.StringVar(&co.storePath, "store-path", ipam.DefaultLocalStorePath, "directory of the local store (with --store local)")
 	f.DurationVar(&timeout, "timeout", 5*time.Minute, "give up after this long")
+	f.DurationVar(&grace, "grace", gc.DefaultGrace, "never release allocations younger than this (0: no grace period)")
 	return cmd
 }
 
@@ -154,13 +159,15 @@ type gcReportJSON struct {
 	Blocks        int             `json:"blocks"`
 	Allocations   int             `json:"allocations"`
 	Kept          int             `json:"kept"`
+	Young         int             `json:"young"`
+	Reserved      int             `json:"reserved"`
 	Released      []gcReleaseJSON `json:"released"`
 	DeletedBlocks []string        `json:"deleted_blocks"`
 	Error         string          `json:"error,omitempty"`
 }
 
 func writeGCJSON(s streams, rep gc.Report, dryRun bool, network string, runErr error) error {
-	j := gcReportJSON{DryRun: dryRun, Network: network, Blocks: rep.Blocks, Allocations: rep.Allocations, Kept: rep.Kept,
+	j := gcReportJSON{DryRun: dryRun, Network: network, Blocks: rep.Blocks, Allocations: rep.Allocations, Kept: rep.Kept, Young: rep.Young, Reserved: rep.Reserved,
 		Released: []gcReleaseJSON{}, DeletedBlocks: append([]string{}, rep.DeletedBlocks...)}
 	for _, r := range rep.Released {
 		rj := gcReleaseJSON{Address: r.Address, Network: r.Network, Block: r.Block, BlockNode: r.BlockNode,

@@ -58,7 +58,13 @@ func TestIPAMGC(t *testing.T) {
 		return store, cluster, nil
 	}}
 
-	code, out, errs := runIPAM(t, deps, "gc", "--dry-run", "--kubeconfig", "/k/config")
+	// The allocations were just made: the default grace period keeps them.
+	code, out, errs := runIPAM(t, deps, "gc", "--dry-run")
+	if code != 0 || !strings.Contains(out, "released=0 kept=3") || !strings.Contains(out, "young=2") {
+		t.Fatalf("dry run within the grace period: exit %d, want nothing released and 2 young allocations kept\n%s%s", code, out, errs)
+	}
+
+	code, out, errs = runIPAM(t, deps, "gc", "--dry-run", "--grace", "0", "--kubeconfig", "/k/config")
 	if code != 0 || seen.kubeconfig != "/k/config" {
 		t.Fatalf("dry run: exit %d, kubeconfig %q\n%s%s", code, seen.kubeconfig, out, errs)
 	}
@@ -68,7 +74,7 @@ func TestIPAMGC(t *testing.T) {
 		}
 	}
 
-	code, out, _ = runIPAM(t, deps, "gc", "-o", "json")
+	code, out, _ = runIPAM(t, deps, "gc", "-o", "json", "--grace=0")
 	if code != 0 {
 		t.Fatalf("gc: exit %d\n%s", code, out)
 	}
@@ -76,7 +82,7 @@ func TestIPAMGC(t *testing.T) {
 	if err := json.Unmarshal([]byte(out), &top); err != nil {
 		t.Fatal(err)
 	}
-	if got := keysOf(top); got != "allocations,blocks,deleted_blocks,dry_run,kept,released" {
+	if got := keysOf(top); got != "allocations,blocks,deleted_blocks,dry_run,kept,released,reserved,young" {
 		t.Errorf("top-level keys %s", got)
 	}
 	var rep gcReportJSON
@@ -95,7 +101,7 @@ func TestIPAMGC(t *testing.T) {
 		t.Errorf("reasons %v", reasons)
 	}
 
-	code, out, _ = runIPAM(t, deps, "gc")
+	code, out, _ = runIPAM(t, deps, "gc", "--grace=0")
 	if code != 0 || !strings.Contains(out, "released=0 kept=1") {
 		t.Errorf("second pass: exit %d\n%s", code, out)
 	}

@@ -24,16 +24,19 @@ type Owner struct {
 }
 
 func (o Owner) holds(a v1alpha1.Allocation) bool {
-	return a.ContainerID == o.ContainerID && a.IfName == o.IfName
+	return a.Reserved == "" && a.ContainerID == o.ContainerID && a.IfName == o.IfName
 }
 
-func (o Owner) allocation(node string) v1alpha1.Allocation {
+func (o Owner) allocation(node, created string) v1alpha1.Allocation {
 	return v1alpha1.Allocation{
 		ContainerID: o.ContainerID, IfName: o.IfName,
 		PodNamespace: o.PodNamespace, PodName: o.PodName, PodUID: o.PodUID,
-		Node: node,
+		Node: node, Created: created,
 	}
 }
+
+// ReservedGateway is the Reserved reason of a gateway's reservation.
+const ReservedGateway = "gateway"
 
 // Locker serialises the allocations of one node for one pool, so processes of
 // the same node never conflict with each other on the store (kubernetes store),
@@ -54,8 +57,32 @@ type Allocator struct {
 	// MaxAttempts bounds retries after conflicts and transient errors
 	// (0 means 1000); ctx bounds them in time.
 	MaxAttempts int
-	// StateDir, when set, holds the node's borrow journal (see journal).
+	// StateDir, when set, holds the node's block cache, borrow journal and
+	// gateway markers.
 	StateDir string
+	// Now is the clock of allocation times (nil: time.Now).
+	Now func() time.Time
+}
+
+func (a *Allocator) now() string {
+	t := time.Now()
+	if a.Now != nil {
+		t = a.Now()
+	}
+	return t.UTC().Format(time.RFC3339Nano)
+}
+
+// GatewayTakenError: the gateway a config declares is already held by a pod
+// (allocated by another config of the network before this one reserved it).
+type GatewayTakenError struct {
+	Network, Range, Gateway, Block string
+	Holder                         v1alpha1.Allocation
+}
+
+func (e *GatewayTakenError) Error() string {
+	return fmt.Sprintf("rdmanet-ipam: network %q: gateway %s of range %q is allocated to pod %s/%s (container %s, interface %s, block %s) by another config of this network; "+
+		"fix: exclude %s in the other config and free the address (delete that pod, or let `rdmanet-ipam gc` release it once the pod is gone), or choose a gateway no pod holds",
+		e.Network, e.Gateway, e.Range, e.Holder.PodNamespace, e.Holder.PodName, e.Holder.ContainerID, e.Holder.IfName, e.Block, e.Gateway)
 }
 
 // ExhaustedError reports a full range with the network, range and the fix.
@@ -75,13 +102,19 @@ func (e *ExhaustedError) Is(target error) bool { return target == ErrExhausted }
 
 // Allocate returns owner's address in r, allocating one when owner has none.
 // Repeating the call returns the same address.
+//
+// When r has a gateway, it is first reserved in the store (once per node and
+// pool, remembered in StateDir), so no range of the network hands it out.
 func (a *Allocator) Allocate(ctx context.Context, network string, r *Range, owner Owner) (netip.Addr, error) {
-	pool := Pool{Network: network, Prefix: r.Prefix}
+	pool := r.Pool(network)
 	unlock, err := a.lock(ctx, pool)
 	if err != nil {
 		return netip.Addr{}, err
 	}
 	defer unlock()
+	if err := a.reserveGateway(ctx, pool, r); err != nil {
+		return netip.Addr{}, err
+	}
 	var addr netip.Addr
 	err = a.retry(ctx, func() error {
 		var err error
@@ -206,9 +239,10 @@ func (a *Allocator) tryAllocate(ctx context.Context, pool Pool, r *Range, owner 
 			}
 		}
 	}
+	created := a.now()
 	sortBlocks(mine)
 	for i := range mine {
-		if addr, ok := assign(&mine[i], r, owner, a.Node); ok {
+		if addr, ok := assign(&mine[i], r, owner, a.Node, created); ok {
 			if err := cache.drop(); err != nil {
 				return netip.Addr{}, err
 			}
@@ -242,7 +276,7 @@ func (a *Allocator) tryAllocate(ctx context.Context, pool Pool, r *Range, owner 
 	}
 	if cidr, ok := r.nextFreeBlock(taken, r.spreadStart(hash64(a.Node))); ok {
 		b := NewBlock(pool, cidr, a.Node)
-		addr, ok := assign(b, r, owner, a.Node)
+		addr, ok := assign(b, r, owner, a.Node, created)
 		if !ok {
 			return netip.Addr{}, fmt.Errorf("rdmanet-ipam: internal error: new block %s of range %s has no usable address", cidr, r.Spec)
 		}
@@ -263,7 +297,7 @@ func (a *Allocator) tryAllocate(ctx context.Context, pool Pool, r *Range, owner 
 		off := rand.IntN(n)
 		for k := range n {
 			b := &all[(off+k)%n]
-			if addr, ok := assign(b, r, owner, a.Node); ok {
+			if addr, ok := assign(b, r, owner, a.Node, created); ok {
 				if err := j.set(owner, b.Name); err != nil {
 					return netip.Addr{}, err
 				}
@@ -340,8 +374,9 @@ func (a *Allocator) tryRelease(ctx context.Context, pool Pool, owner Owner) erro
 	return newJournal(a.StateDir, pool).set(owner, "")
 }
 
-// assign puts owner on the lowest free usable address of b.
-func assign(b *v1alpha1.IPAMBlock, r *Range, owner Owner, node string) (netip.Addr, bool) {
+// assign puts owner on the lowest free usable address of b (a reserved
+// address is not free).
+func assign(b *v1alpha1.IPAMBlock, r *Range, owner Owner, node, created string) (netip.Addr, bool) {
 	cidr, err := netip.ParsePrefix(b.Spec.CIDR)
 	if err != nil || !r.Prefix.Overlaps(cidr) {
 		return netip.Addr{}, false
@@ -351,7 +386,7 @@ func assign(b *v1alpha1.IPAMBlock, r *Range, owner Owner, node string) (netip.Ad
 	}
 	for a, ok := r.NextUsable(cidr.Addr()); ok && cidr.Contains(a); a, ok = r.NextUsable(a.Next()) {
 		if _, used := b.Spec.Allocations[a.String()]; !used {
-			al := owner.allocation(node)
+			al := owner.allocation(node, created)
 			if node == b.Spec.Node {
 				al.Node = "" // implied by the block; set only on borrowed addresses
 			}
@@ -390,4 +425,79 @@ func hash64(s string) uint64 {
 	h := fnv.New64a()
 	h.Write([]byte(s))
 	return h.Sum64()
+}
+
+// reserveGateway makes sure r's gateway is held by a reservation in a block
+// of pool, so that no range of the network, this config's or another one's,
+// ever hands it to a pod. It costs a List (and at most one write) the first
+// time a node allocates from the pool; a marker in StateDir skips it after.
+func (a *Allocator) reserveGateway(ctx context.Context, pool Pool, r *Range) error {
+	if !r.Gateway.IsValid() {
+		return nil
+	}
+	m := newGatewayMarker(a.StateDir, pool)
+	if m.has(r.Gateway) {
+		return nil
+	}
+	if err := a.retry(ctx, func() error { return a.tryReserveGateway(ctx, pool, r) }); err != nil {
+		return err
+	}
+	m.set(r.Gateway)
+	return nil
+}
+
+func (a *Allocator) tryReserveGateway(ctx context.Context, pool Pool, r *Range) error {
+	gw := r.Gateway
+	all, err := a.Store.List(ctx, pool, "")
+	if err != nil {
+		return err
+	}
+	cache := newBlockCache(a.StateDir, pool, a.Node)
+	reservation := v1alpha1.Allocation{Reserved: ReservedGateway, Created: a.now()}
+	taken := make([]netip.Prefix, 0, len(all))
+	for i := range all {
+		b := &all[i]
+		cidr, err := netip.ParsePrefix(b.Spec.CIDR)
+		if err != nil {
+			continue
+		}
+		taken = append(taken, cidr)
+		if !cidr.Contains(gw) {
+			continue
+		}
+		if al, held := b.Spec.Allocations[gw.String()]; held {
+			if al.Reserved != "" {
+				return nil // reserved already (by this config or another)
+			}
+			return &GatewayTakenError{Network: pool.Network, Range: r.Spec, Gateway: gw.String(), Block: b.Name, Holder: al}
+		}
+		if b.Spec.Allocations == nil {
+			b.Spec.Allocations = map[string]v1alpha1.Allocation{}
+		}
+		b.Spec.Allocations[gw.String()] = reservation
+		if b.Spec.Node == a.Node {
+			if err := cache.drop(); err != nil {
+				return err
+			}
+		}
+		_, err = a.Store.Update(ctx, b)
+		return err
+	}
+	// No block holds the gateway yet: claim the block that would hold it,
+	// with the reservation in it (a smaller one if blocks of another size
+	// overlap it).
+	for bits := r.BlockBits; bits <= gw.BitLen(); bits++ {
+		cidr := netip.PrefixFrom(gw, bits).Masked()
+		if slices.ContainsFunc(taken, cidr.Overlaps) {
+			continue
+		}
+		b := NewBlock(pool, cidr, a.Node)
+		b.Spec.Allocations[gw.String()] = reservation
+		if err := cache.drop(); err != nil {
+			return err
+		}
+		_, err := a.Store.Create(ctx, b)
+		return err
+	}
+	return fmt.Errorf("rdmanet-ipam: internal error: network %q: gateway %s lies in no block, yet a block overlaps %s/%d", pool.Network, gw, gw, gw.BitLen())
 }

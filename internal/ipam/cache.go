@@ -4,10 +4,12 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net/netip"
 	"os"
 	"path/filepath"
 
 	v1alpha1 "github.com/rdmanet/rdmanet/api/ipam/v1alpha1"
+	"github.com/rdmanet/rdmanet/internal/fsutil"
 )
 
 // blockCache keeps this node's blocks of one pool (with their
@@ -15,11 +17,13 @@ import (
 // request: the update.
 //
 // Invariant: when the file exists it reflects every write this node made to
-// its own blocks. Every write path removes the file before writing to the
-// store and stores the result after success, all under the node lock, so a
-// crash or an ambiguous write leaves no cache and the next call lists.
-// Other writers (borrowing nodes, GC) make the cached resourceVersions stale;
-// the update then conflicts and the caller drops the cache and lists.
+// its own blocks through this pool. Every write path removes the file before
+// writing to the store and stores the result after success, all under the
+// node lock, so a crash or an ambiguous write leaves no cache and the next
+// call lists. Other writers (borrowing nodes, GC, this node's allocations
+// through another range overlapping this one) make the cached
+// resourceVersions stale; the update then conflicts and the caller drops the
+// cache and lists.
 // A cached "owner already holds X" is re-read from the store before use.
 type blockCache struct {
 	path string
@@ -35,7 +39,7 @@ func newBlockCache(dir string, pool Pool, node string) *blockCache {
 	if dir == "" {
 		return nil
 	}
-	return &blockCache{path: filepath.Join(dir, pool.Key()+".blocks.json"), node: node}
+	return &blockCache{path: filepath.Join(dir, pool.stateKey()+".blocks.json"), node: node}
 }
 
 func (c *blockCache) load() ([]v1alpha1.IPAMBlock, bool) {
@@ -74,12 +78,35 @@ func (c *blockCache) store(blocks []v1alpha1.IPAMBlock) {
 	if err != nil {
 		return
 	}
-	if err := os.MkdirAll(filepath.Dir(c.path), 0o700); err != nil {
-		return
+	_ = fsutil.WriteFileAtomic(c.path, data, 0o600)
+}
+
+// gatewayMarker remembers on the node that a pool's gateway is reserved in
+// the store, so only the first allocation of a node pays for the check.
+// Losing it costs one List; a stale one is harmless, since reservations are
+// never removed (DEL removes only its owner's addresses, GC keeps them).
+type gatewayMarker struct {
+	path string
+}
+
+func newGatewayMarker(dir string, pool Pool) *gatewayMarker {
+	if dir == "" {
+		return nil
 	}
-	tmp := c.path + ".tmp"
-	if os.WriteFile(tmp, data, 0o600) != nil {
-		return
+	return &gatewayMarker{path: filepath.Join(dir, pool.stateKey()+".gateway")}
+}
+
+func (m *gatewayMarker) has(gw netip.Addr) bool {
+	if m == nil {
+		return false
 	}
-	_ = os.Rename(tmp, c.path)
+	b, err := os.ReadFile(m.path)
+	return err == nil && string(b) == gw.String()
+}
+
+// set records gw (best effort: without the marker the next call checks again).
+func (m *gatewayMarker) set(gw netip.Addr) {
+	if m != nil {
+		_ = fsutil.WriteFileAtomic(m.path, []byte(gw.String()), 0o600)
+	}
 }

@@ -100,22 +100,31 @@ type RawKubernetes struct {
 }
 
 // RawIPAM is the "ipam" object as written: every Whereabouts field that
-// changes allocation, plus rdmanet's store/node fields. Whereabouts fields
-// that only tune its own machinery (leader_*, log_*, etcd_*, sleep_for_race,
-// reconciler_cron_expression, enable_overlapping_ranges) are accepted and ignored.
+// changes allocation or the result, plus rdmanet's store/node fields.
+// Whereabouts fields that only tune its own machinery (leader_*, etcd_*,
+// sleep_for_race, reconciler_cron_expression, ...) are accepted and ignored;
+// keys nobody knows are reported as warnings (see UnknownKeys).
 type RawIPAM struct {
 	Type string `json:"type"`
 	RawRange
-	IPRanges          []RawRange        `json:"ipRanges,omitempty"`
-	Gateway           string            `json:"gateway,omitempty"`
-	NetworkName       string            `json:"network_name,omitempty"`
-	Routes            []*cnitypes.Route `json:"routes,omitempty"`
-	NodeSliceSize     string            `json:"node_slice_size,omitempty"`
-	Datastore         string            `json:"datastore,omitempty"`
-	Kubernetes        *RawKubernetes    `json:"kubernetes,omitempty"`
-	ConfigurationPath string            `json:"configuration_path,omitempty"`
-	Store             *RawStore         `json:"store,omitempty"`
-	NodeName          string            `json:"node_name,omitempty"`
+	IPRanges      []RawRange        `json:"ipRanges,omitempty"`
+	Gateway       string            `json:"gateway,omitempty"`
+	NetworkName   string            `json:"network_name,omitempty"`
+	Routes        []*cnitypes.Route `json:"routes,omitempty"`
+	DNS           cnitypes.DNS      `json:"dns,omitempty"`
+	NodeSliceSize string            `json:"node_slice_size,omitempty"`
+	// EnableOverlappingRanges (Whereabouts; default true) protects addresses
+	// across overlapping ranges of one network_name; false opts out.
+	EnableOverlappingRanges *bool          `json:"enable_overlapping_ranges,omitempty"`
+	Datastore               string         `json:"datastore,omitempty"`
+	Kubernetes              *RawKubernetes `json:"kubernetes,omitempty"`
+	// Kubeconfig is accepted at the top level too, as kubernetes.kubeconfig.
+	Kubeconfig        string    `json:"kubeconfig,omitempty"`
+	ConfigurationPath string    `json:"configuration_path,omitempty"`
+	Store             *RawStore `json:"store,omitempty"`
+	NodeName          string    `json:"node_name,omitempty"`
+	LogFile           string    `json:"log_file,omitempty"`
+	LogLevel          string    `json:"log_level,omitempty"`
 }
 
 // RawNetConf is the part of the CNI network config the plugin reads.
@@ -130,6 +139,10 @@ type StoreConfig struct {
 	Type       string
 	Path       string
 	Kubeconfig string
+	// TypeFrom and KubeconfigFrom say which setting chose Type and
+	// Kubeconfig (e.g. `"store.type" in the node config file /etc/...`), so
+	// store errors name what to fix.
+	TypeFrom, KubeconfigFrom string
 }
 
 // Config is a parsed, defaulted and validated IPAM config.
@@ -139,11 +152,26 @@ type Config struct {
 	Network string
 	Ranges  []*Range
 	Routes  []*cnitypes.Route
+	DNS     cnitypes.DNS
 	Store   StoreConfig
 	// NodeName is the node identity; empty means "resolve at run time"
 	// (NODENAME env, then the host name).
 	NodeName string
+	// OverlappingRanges is enable_overlapping_ranges (default true): every
+	// range's pool protects the addresses of all overlapping ranges of the
+	// same network; false gives each (network, CIDR) its own address space.
+	OverlappingRanges bool
+	// LogFile and LogLevel are Whereabouts' log_file and log_level.
+	LogFile, LogLevel string
+	// Warnings are problems that do not stop the plugin (unknown keys),
+	// one sentence each, for the CNI log.
+	Warnings []string
+	// NodeConfigPath is the node config file consulted (for messages).
+	NodeConfigPath string
 }
+
+// Pool returns the pool r draws from under this config.
+func (c *Config) Pool(r *Range) Pool { return r.Pool(c.Network) }
 
 // NodeConfigPath returns where to read the node config for a network config:
 // configuration_path when set, otherwise DefaultNodeConfigPath.
@@ -159,8 +187,14 @@ func NodeConfigPath(netconf []byte) string {
 type Env struct {
 	// NodeConfig is the content of the node config file (nil when absent).
 	NodeConfig []byte
+	// NodeConfigPath is where NodeConfig was read from (for messages).
+	NodeConfigPath string
 	// StorePath overrides the default store path (RDMANET_IPAM_STORE_PATH).
 	StorePath string
+	// StoreType selects the store when neither config does
+	// (RDMANET_IPAM_STORE_TYPE): "local" is how tests and the demo choose the
+	// node-local store explicitly.
+	StoreType string
 }
 
 // Parse turns a CNI network config (stdin of the plugin) into a Config:
@@ -176,13 +210,30 @@ func Parse(netconf []byte, env Env) (*Config, error) {
 			Fix: `add "ipam": {"type": "rdmanet-ipam", "range": "<cidr>"}`}
 	}
 	var node RawIPAM
+	var nodeKeys map[string]any
 	if len(env.NodeConfig) > 0 {
 		if err := json.Unmarshal(env.NodeConfig, &node); err != nil {
-			return nil, &ConfigError{Network: nc.Name, Field: "configuration_path", Rule: "the node config file is not valid JSON", Err: err,
+			return nil, &ConfigError{Network: nc.Name, Field: "configuration_path", Value: env.NodeConfigPath, Rule: "the node config file is not valid JSON", Err: err,
 				Fix: "repair the node config file or remove it"}
 		}
+		_ = json.Unmarshal(env.NodeConfig, &nodeKeys)
 	}
-	return build(nc.CNIVersion, nc.Name, nc.IPAM, &node, env)
+	cfg, err := build(nc.CNIVersion, nc.Name, nc.IPAM, &node, env)
+	if err != nil {
+		return nil, err
+	}
+	var raw struct {
+		IPAM map[string]any `json:"ipam"`
+	}
+	_ = json.Unmarshal(netconf, &raw) // decoded above already; cannot fail differently
+	for _, u := range UnknownKeys(raw.IPAM) {
+		cfg.Warnings = append(cfg.Warnings, fmt.Sprintf("rdmanet-ipam: network %q: ipam config: %s", nc.Name, u))
+	}
+	nodeFile := firstNonEmpty(env.NodeConfigPath, DefaultNodeConfigPath)
+	for _, u := range UnknownKeys(nodeKeys) {
+		cfg.Warnings = append(cfg.Warnings, fmt.Sprintf("rdmanet-ipam: network %q: node config file %s: %s", nc.Name, nodeFile, u))
+	}
+	return cfg, nil
 }
 
 func build(cniVersion, name string, ipam, node *RawIPAM, env Env) (*Config, error) {
@@ -195,45 +246,66 @@ func build(cniVersion, name string, ipam, node *RawIPAM, env Env) (*Config, erro
 		return &ConfigError{Network: errNet, Field: field, Value: value, Rule: rule, Fix: fix, Err: err}
 	}
 
-	// Store selection: network config > node config > kubeconfig present > local.
+	// Store selection (fail closed): network config > node config file >
+	// a kubeconfig in either > $RDMANET_IPAM_STORE_TYPE > kubernetes. Only an
+	// explicit "local" makes addresses node-local; the kubernetes store
+	// without a usable kubeconfig fails ADD (see StoreConfig.check).
 	st := StoreConfig{}
-	for _, src := range []*RawIPAM{ipam, node} {
-		if src.Store != nil {
-			st.Type = firstNonEmpty(st.Type, src.Store.Type)
-			st.Path = firstNonEmpty(st.Path, src.Store.Path)
-			st.Kubeconfig = firstNonEmpty(st.Kubeconfig, src.Store.Kubeconfig)
+	nodeFile := "the node config file " + firstNonEmpty(env.NodeConfigPath, DefaultNodeConfigPath)
+	setType := func(typ, from string) {
+		if st.Type == "" && typ != "" {
+			st.Type, st.TypeFrom = typ, from
 		}
-		switch src.Datastore {
+	}
+	setKubeconfig := func(path, from string) {
+		if st.Kubeconfig == "" && path != "" {
+			st.Kubeconfig, st.KubeconfigFrom = path, from
+		}
+	}
+	for _, src := range []struct {
+		raw   *RawIPAM
+		where string
+	}{{ipam, "the network config"}, {node, nodeFile}} {
+		if s := src.raw.Store; s != nil {
+			setType(s.Type, `"store.type" in `+src.where)
+			st.Path = firstNonEmpty(st.Path, s.Path)
+			setKubeconfig(s.Kubeconfig, `"store.kubeconfig" in `+src.where)
+		}
+		switch src.raw.Datastore {
 		case "":
 		case StoreKubernetes:
-			st.Type = firstNonEmpty(st.Type, StoreKubernetes)
+			setType(StoreKubernetes, `"datastore" in `+src.where)
 		default:
-			return nil, fail("datastore", src.Datastore, "unsupported datastore",
+			return nil, fail("datastore", src.raw.Datastore, "unsupported datastore",
 				`use "datastore": "kubernetes" or "store": {"type": "local"}`, nil)
 		}
-		if src.Kubernetes != nil {
-			st.Kubeconfig = firstNonEmpty(st.Kubeconfig, src.Kubernetes.Kubeconfig)
+		if src.raw.Kubernetes != nil {
+			setKubeconfig(src.raw.Kubernetes.Kubeconfig, `"kubernetes.kubeconfig" in `+src.where)
 		}
+		setKubeconfig(src.raw.Kubeconfig, `"kubeconfig" in `+src.where)
 	}
-	if st.Type == "" {
-		st.Type = StoreLocal
-		if st.Kubeconfig != "" {
-			st.Type = StoreKubernetes
-		}
+	if st.Kubeconfig != "" {
+		setType(StoreKubernetes, st.KubeconfigFrom)
 	}
+	setType(env.StoreType, "$"+EnvStoreType)
+	setType(StoreKubernetes, "the default (no store configured: not in the network config, not in "+nodeFile+", not in $"+EnvStoreType+")")
 	st.Path = firstNonEmpty(st.Path, env.StorePath, DefaultLocalStorePath)
 	switch st.Type {
-	case StoreLocal:
-	case StoreKubernetes:
-		if st.Kubeconfig == "" {
-			return nil, fail("store.kubeconfig", "", "the kubernetes store needs a kubeconfig",
-				`set "store": {"kubeconfig": "/etc/cni/net.d/rdmanet-ipam.d/rdmanet-ipam.kubeconfig"} (or Whereabouts' "kubernetes": {"kubeconfig": ...}) in the network or node config`, nil)
-		}
+	case StoreLocal, StoreKubernetes:
 	default:
-		return nil, fail("store.type", st.Type, "unknown store type", `use "local" or "kubernetes"`, nil)
+		return nil, fail("store.type", st.Type, "unknown store type (set by "+st.TypeFrom+")", `use "local" or "kubernetes"`, nil)
 	}
 	cfg.Store = st
+	cfg.NodeConfigPath = firstNonEmpty(env.NodeConfigPath, DefaultNodeConfigPath)
 	cfg.NodeName = firstNonEmpty(ipam.NodeName, node.NodeName)
+	cfg.LogFile = firstNonEmpty(ipam.LogFile, node.LogFile)
+	cfg.LogLevel = firstNonEmpty(ipam.LogLevel, node.LogLevel)
+	cfg.OverlappingRanges = true // Whereabouts' default
+	for _, src := range []*RawIPAM{node, ipam} { // network config last: it wins
+		if src.EnableOverlappingRanges != nil {
+			cfg.OverlappingRanges = *src.EnableOverlappingRanges
+		}
+	}
 
 	// Ranges: top-level range, then ipRanges (Whereabouts semantics).
 	type namedRange struct {
@@ -252,7 +324,7 @@ func build(cniVersion, name string, ipam, node *RawIPAM, env Env) (*Config, erro
 			`set "range": "10.60.0.0/16" (or "ipRanges": [{"range": ...}, ...] for dual-stack)`, nil)
 	}
 	for _, nr := range raws {
-		r, err := parseRange(nr.raw, nr.field, ipam.NodeSliceSize, fail)
+		r, err := parseRange(nr.raw, nr.field, ipam.NodeSliceSize, !cfg.OverlappingRanges, fail)
 		if err != nil {
 			return nil, err
 		}
@@ -299,13 +371,14 @@ func build(cniVersion, name string, ipam, node *RawIPAM, env Env) (*Config, erro
 		}
 	}
 	cfg.Routes = ipam.Routes
+	cfg.DNS = ipam.DNS
 	return cfg, nil
 }
 
 // parseRange parses one range entry: CIDR or "a.b.c.d-a.b.c.e/prefix",
-// range_start, range_end, exclude.
-func parseRange(rr RawRange, fieldPrefix, sliceSize string, fail func(field, value, rule, fix string, err error) error) (*Range, error) {
-	r := &Range{Spec: rr.Range}
+// range_start, range_end, exclude. isolated is !enable_overlapping_ranges.
+func parseRange(rr RawRange, fieldPrefix, sliceSize string, isolated bool, fail func(field, value, rule, fix string, err error) error) (*Range, error) {
+	r := &Range{Spec: rr.Range, Isolated: isolated}
 	field := fieldPrefix + "range"
 	if rr.Range == "" {
 		return nil, fail(field, "", "missing", `set it to a CIDR such as "10.60.0.0/16" or "10.60.0.10-10.60.0.200/16"`, nil)
@@ -435,7 +508,14 @@ func parseRange(rr RawRange, fieldPrefix, sliceSize string, fail func(field, val
 		}
 		bits = n
 	}
-	r.BlockBits = max(bits, masked.Bits())
+	// An isolated pool's blocks lie inside its range. Blocks of a network
+	// shared by overlapping ranges have the slice size even when the range
+	// is smaller, so every range of the network claims the same aligned
+	// block (one name, one create that can win) for the same addresses.
+	r.BlockBits = bits
+	if isolated {
+		r.BlockBits = max(bits, masked.Bits())
+	}
 	return r, nil
 }
 

@@ -20,6 +20,7 @@ func FuzzParse(f *testing.F) {
 	f.Add([]byte(`{"ipam":{"range":"10.0.0.0/8","exclude":["10.0.0.0/9"],"range_end":"10.200.0.1","gateway":"10.200.0.1"}}`))
 	f.Add([]byte(`{"ipam":{"range":"::/0","node_slice_size":"/116"}}`))
 	f.Add([]byte(`{"ipam":{"range":"::ffff:10.0.0.0/120"}}`))
+	f.Add([]byte(`{"ipam":{"range":"10.0.0.16/28","enable_overlapping_ranges":false}}`))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		cfg, err := Parse(data, Env{})
 		if err != nil {
@@ -46,8 +47,10 @@ func checkRangeInvariants(t *testing.T, r *Range) {
 	if !ok || !r.Prefix.Contains(a) || r.Gateway == a || r.excluded(a) {
 		t.Fatalf("first usable %s (%v) of %s is not usable", a, ok, r.Spec)
 	}
-	if r.BlockBits < r.Prefix.Bits() || r.BlockBits > a.BitLen() {
-		t.Fatalf("block bits %d for %s", r.BlockBits, r.Prefix)
+	// Blocks hold 1..4096 addresses; an isolated pool's lie inside the
+	// range, a shared pool's have the slice size even when the range is smaller.
+	if r.BlockBits > a.BitLen() || a.BitLen()-r.BlockBits > maxBlockHostBits || (r.Isolated && r.BlockBits < r.Prefix.Bits()) {
+		t.Fatalf("block bits %d for %s (isolated %t)", r.BlockBits, r.Prefix, r.Isolated)
 	}
 	if b, ok := r.nextFreeBlock(nil, r.spreadStart(12345)); !ok || !r.blockUsable(b) || !r.Prefix.Overlaps(b) {
 		t.Fatalf("no usable free block in a range with %s addresses (got %s %v)", r.Size(), b, ok)

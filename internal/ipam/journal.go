@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+
+	"github.com/rdmanet/rdmanet/internal/fsutil"
 )
 
 // journal remembers, on the node, which foreign blocks this node borrowed
@@ -22,7 +24,7 @@ func newJournal(dir string, pool Pool) *journal {
 	if dir == "" {
 		return nil
 	}
-	return &journal{path: filepath.Join(dir, pool.Key()+".borrowed.json")}
+	return &journal{path: filepath.Join(dir, pool.stateKey()+".borrowed.json")}
 }
 
 func ownerKey(o Owner) string { return o.ContainerID + "/" + o.IfName }
@@ -43,16 +45,9 @@ func (j *journal) load() (map[string]string, error) {
 }
 
 func (j *journal) save(m map[string]string) error {
-	if err := os.MkdirAll(filepath.Dir(j.path), 0o700); err != nil {
-		return fmt.Errorf("rdmanet-ipam: borrow journal dir: %w", err)
-	}
 	data, _ := json.Marshal(m)
-	tmp := j.path + ".tmp"
-	if err := os.WriteFile(tmp, data, 0o600); err != nil {
-		return fmt.Errorf("rdmanet-ipam: write borrow journal: %w", err)
-	}
-	if err := os.Rename(tmp, j.path); err != nil {
-		return fmt.Errorf("rdmanet-ipam: write borrow journal: %w", err)
+	if err := fsutil.WriteFileAtomic(j.path, data, 0o600); err != nil {
+		return fmt.Errorf("rdmanet-ipam: borrow journal: %w", err)
 	}
 	return nil
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"os"
 	"sync"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -57,9 +58,25 @@ func NewKubeStore(cfg *rest.Config) (*KubeStore, error) {
 // RESTConfigFromKubeconfig loads a kubeconfig file for the kubernetes store.
 // Client-side rate limiting is off: the store makes one or two requests per call.
 func RESTConfigFromKubeconfig(path string) (*rest.Config, error) {
-	cfg, err := clientcmd.BuildConfigFromFlags("", path)
+	cfg, err := loadKubeconfig(path)
 	if err != nil {
 		return nil, fmt.Errorf("rdmanet-ipam: load kubeconfig %s: %w; fix: point store.kubeconfig (or kubernetes.kubeconfig) at a readable kubeconfig", path, err)
+	}
+	return cfg, nil
+}
+
+// loadKubeconfig loads exactly the file at path: an empty path is an error,
+// never the in-cluster or default kubeconfig.
+func loadKubeconfig(path string) (*rest.Config, error) {
+	if path == "" {
+		return nil, errors.New("no kubeconfig file given")
+	}
+	if _, err := os.Stat(path); err != nil {
+		return nil, err
+	}
+	cfg, err := clientcmd.BuildConfigFromFlags("", path)
+	if err != nil {
+		return nil, err
 	}
 	cfg.QPS, cfg.Burst = -1, -1
 	return cfg, nil
@@ -67,13 +84,7 @@ func RESTConfigFromKubeconfig(path string) (*rest.Config, error) {
 
 // List implements Store.
 func (s *KubeStore) List(ctx context.Context, pool Pool, node string) ([]v1alpha1.IPAMBlock, error) {
-	sel := labels.Set{}
-	if pool.Prefix.IsValid() {
-		sel[v1alpha1.LabelPool] = pool.Key()
-	}
-	if node != "" {
-		sel[v1alpha1.LabelNode] = LabelValue(node)
-	}
+	sel := labels.Set(ListSelector(pool, node))
 	var list v1alpha1.IPAMBlockList
 	req := s.client.Get().Resource(v1alpha1.IPAMBlockResource)
 	if len(sel) > 0 {

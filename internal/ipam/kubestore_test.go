@@ -458,7 +458,7 @@ func TestKubeLibcniAndGCCommand(t *testing.T) {
 	}
 	// Pod "b" does not exist in the API: gc releases its address.
 	var out, errOut strings.Builder
-	if code := gc.Main([]string{"-kubeconfig", kubeconfig, "-network", "default"}, &out, &errOut); code != 0 {
+	if code := gc.Main([]string{"-kubeconfig", kubeconfig, "-network", "default", "-grace", "0"}, &out, &errOut); code != 0 {
 		t.Fatalf("gc exit %d: %s", code, errOut.String())
 	}
 	if !strings.Contains(out.String(), "released "+res2.IPs[0].Address.IP.String()) || !strings.Contains(out.String(), "released=1 ") {

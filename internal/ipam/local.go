@@ -14,12 +14,14 @@ import (
 	"golang.org/x/sys/unix"
 
 	v1alpha1 "github.com/rdmanet/rdmanet/api/ipam/v1alpha1"
+	"github.com/rdmanet/rdmanet/internal/fsutil"
 )
 
 // LocalStore keeps blocks in one JSON file on the node (Dir/blocks.json).
 // Every call takes an exclusive flock on Dir/blocks.lock, reads the file,
-// and writes it back through a temp file, fsync and rename, so a crash at
-// any point leaves either the old or the new file, never a torn one.
+// and writes it back with fsutil.WriteFileAtomic (temp file, fsync, rename,
+// fsync of the directory), so a crash or power loss at any point leaves
+// either the old or the new file, never a torn or empty one.
 type LocalStore struct {
 	Dir string
 }
@@ -145,28 +147,8 @@ func (s *LocalStore) write(f *localFile) error {
 	if err != nil {
 		return fmt.Errorf("rdmanet-ipam: encode local store: %w", err)
 	}
-	tmp, err := os.CreateTemp(s.Dir, ".blocks-*.tmp")
-	if err != nil {
-		return fmt.Errorf("rdmanet-ipam: write local store: %w", err)
-	}
-	defer os.Remove(tmp.Name()) // no-op after a successful rename
-	if _, err := tmp.Write(data); err != nil {
-		tmp.Close()
-		return fmt.Errorf("rdmanet-ipam: write local store: %w", err)
-	}
-	if err := tmp.Sync(); err != nil {
-		tmp.Close()
-		return fmt.Errorf("rdmanet-ipam: sync local store: %w", err)
-	}
-	if err := tmp.Close(); err != nil {
-		return fmt.Errorf("rdmanet-ipam: write local store: %w", err)
-	}
-	if err := os.Rename(tmp.Name(), s.path()); err != nil {
-		return fmt.Errorf("rdmanet-ipam: replace local store: %w", err)
-	}
-	if d, err := os.Open(s.Dir); err == nil {
-		_ = d.Sync() // persist the rename
-		d.Close()
+	if err := fsutil.WriteFileAtomic(s.path(), data, 0o600); err != nil {
+		return fmt.Errorf("rdmanet-ipam: local store: %w", err)
 	}
 	return nil
 }

@@ -22,12 +22,42 @@ const (
 	EnvNodeName = "NODENAME"
 	// EnvStorePath overrides the default store path (store.path wins over it).
 	EnvStorePath = "RDMANET_IPAM_STORE_PATH"
+	// EnvStoreType selects the store when neither the network config nor
+	// the node config file does ("local" for tests, the demo, a single node).
+	EnvStoreType = "RDMANET_IPAM_STORE_TYPE"
 	// EnvNodeConfig overrides the node config file path (configuration_path wins over it).
 	EnvNodeConfig = "RDMANET_IPAM_CONFIG"
 )
 
 // DefaultTimeout bounds one CNI call, retries included.
 const DefaultTimeout = 90 * time.Second
+
+// ErrStoreUnavailable is matched (errors.Is) by every StoreError.
+var ErrStoreUnavailable = errors.New("rdmanet-ipam store not usable")
+
+// StoreError says the selected store cannot be used, naming the setting or
+// file to fix. The plugin fails closed: it never falls back to another store.
+type StoreError struct {
+	Network string
+	// Problem names the store, the setting that selected it and what is wrong.
+	Problem string
+	Fix     string
+	Err     error
+}
+
+func (e *StoreError) Error() string {
+	s := fmt.Sprintf("rdmanet-ipam: network %q: %s", e.Network, e.Problem)
+	if e.Err != nil {
+		s += ": " + e.Err.Error()
+	}
+	return s + "; fix: " + e.Fix
+}
+
+// Is makes errors.Is(err, ErrStoreUnavailable) true.
+func (e *StoreError) Is(target error) bool { return target == ErrStoreUnavailable }
+
+// Unwrap returns the underlying error.
+func (e *StoreError) Unwrap() error { return e.Err }
 
 // Plugin implements the CNI verbs over injected I/O, so tests drive it
 // without exec and without touching the host.
@@ -38,28 +68,51 @@ type Plugin struct {
 	// OpenStore returns the store the config selects (see OpenStore).
 	OpenStore func(cfg *Config) (Store, error)
 	// Stdout receives the CNI result.
-	Stdout  io.Writer
+	Stdout io.Writer
+	// Stderr receives warnings (the runtime keeps a plugin's stderr in its
+	// log); they also go to log_file when the config sets one. nil: none.
+	Stderr  io.Writer
 	Timeout time.Duration
 }
 
 // NewPlugin returns a Plugin wired to the process environment.
 func NewPlugin() *Plugin {
-	return &Plugin{Getenv: os.Getenv, ReadFile: os.ReadFile, Hostname: os.Hostname, OpenStore: OpenStore, Stdout: os.Stdout, Timeout: DefaultTimeout}
+	return &Plugin{Getenv: os.Getenv, ReadFile: os.ReadFile, Hostname: os.Hostname, OpenStore: OpenStore,
+		Stdout: os.Stdout, Stderr: os.Stderr, Timeout: DefaultTimeout}
 }
 
-// OpenStore opens the store selected by cfg.
+// OpenStore opens the store selected by cfg. It fails closed: the
+// kubernetes store without a usable kubeconfig is a *StoreError naming the
+// file or setting to fix, never a node-local store.
 func OpenStore(cfg *Config) (Store, error) {
 	switch cfg.Store.Type {
-	case StoreKubernetes:
-		rc, err := RESTConfigFromKubeconfig(cfg.Store.Kubeconfig)
-		if err != nil {
-			return nil, err
-		}
-		rc.Timeout = 30 * time.Second
-		return NewKubeStore(rc)
-	default:
+	case StoreLocal:
 		return &LocalStore{Dir: cfg.Store.Path}, nil
+	case StoreKubernetes:
+	default:
+		return nil, &StoreError{Network: cfg.Network, Problem: fmt.Sprintf("unknown store type %q", cfg.Store.Type), Fix: `use "kubernetes" or "local"`}
 	}
+	if cfg.Store.Kubeconfig == "" {
+		return nil, &StoreError{Network: cfg.Network,
+			Problem: fmt.Sprintf("the kubernetes store (selected by %s) needs a kubeconfig and none is set", cfg.Store.TypeFrom),
+			Fix: fmt.Sprintf(`set "store": {"type": "kubernetes", "kubeconfig": "<file>"} in the node config file %s (the rdmanet-node DaemonSet writes it) or in the ipam config; `+
+				`only for a single node, where node-local addresses are safe, choose "store": {"type": "local"} (or %s=local)`, cfg.NodeConfigPath, EnvStoreType)}
+	}
+	bad := func(err error) error {
+		return &StoreError{Network: cfg.Network,
+			Problem: fmt.Sprintf("kubernetes store: kubeconfig %s (set by %s) is not usable", cfg.Store.Kubeconfig, cfg.Store.KubeconfigFrom), Err: err,
+			Fix: "make that file a readable kubeconfig (on cluster nodes the rdmanet-node DaemonSet writes it), or point the setting at one; rdmanet-ipam never falls back to node-local addresses"}
+	}
+	rc, err := loadKubeconfig(cfg.Store.Kubeconfig)
+	if err != nil {
+		return nil, bad(err)
+	}
+	rc.Timeout = 30 * time.Second
+	s, err := NewKubeStore(rc)
+	if err != nil {
+		return nil, bad(err)
+	}
+	return s, nil
 }
 
 // LoadConfig reads the node config and parses the network config.
@@ -74,29 +127,68 @@ func (p *Plugin) LoadConfig(stdin []byte) (*Config, error) {
 	if err != nil && !errors.Is(err, os.ErrNotExist) {
 		return nil, fmt.Errorf("rdmanet-ipam: read node config %s: %w", path, err)
 	}
-	return Parse(stdin, Env{NodeConfig: node, StorePath: p.Getenv(EnvStorePath)})
+	return Parse(stdin, Env{NodeConfig: node, NodeConfigPath: path, StorePath: p.Getenv(EnvStorePath), StoreType: p.Getenv(EnvStoreType)})
 }
 
-func (p *Plugin) setup(args *skel.CmdArgs) (*Config, *Allocator, Owner, error) {
+// load parses the config and resolves the node and the owner; it opens nothing.
+func (p *Plugin) load(args *skel.CmdArgs) (*Config, string, Owner, error) {
 	cfg, err := p.LoadConfig(args.StdinData)
 	if err != nil {
-		return nil, nil, Owner{}, err
+		return nil, "", Owner{}, err
+	}
+	for _, w := range cfg.Warnings {
+		p.warn(cfg, w)
 	}
 	node := firstNonEmpty(cfg.NodeName, p.Getenv(EnvNodeName))
 	if node == "" {
 		if node, err = p.Hostname(); err != nil {
-			return nil, nil, Owner{}, fmt.Errorf("rdmanet-ipam: node name: %w; fix: set node_name or NODENAME", err)
+			return nil, "", Owner{}, fmt.Errorf("rdmanet-ipam: node name: %w; fix: set node_name or NODENAME", err)
 		}
-	}
-	store, err := p.OpenStore(cfg)
-	if err != nil {
-		return nil, nil, Owner{}, err
 	}
 	owner, err := OwnerFromArgs(args.ContainerID, args.IfName, args.Args)
 	if err != nil {
+		return nil, "", Owner{}, err
+	}
+	return cfg, node, owner, nil
+}
+
+func (p *Plugin) open(cfg *Config, node string) (*Allocator, error) {
+	store, err := p.OpenStore(cfg)
+	if err != nil {
+		return nil, err
+	}
+	return &Allocator{Store: store, Node: node, Lock: &FileLock{Dir: cfg.Store.Path}, StateDir: cfg.Store.Path}, nil
+}
+
+func (p *Plugin) setup(args *skel.CmdArgs) (*Config, *Allocator, Owner, error) {
+	cfg, node, owner, err := p.load(args)
+	if err != nil {
 		return nil, nil, Owner{}, err
 	}
-	return cfg, &Allocator{Store: store, Node: node, Lock: &FileLock{Dir: cfg.Store.Path}, StateDir: cfg.Store.Path}, owner, nil
+	alloc, err := p.open(cfg, node)
+	if err != nil {
+		return nil, nil, Owner{}, err
+	}
+	return cfg, alloc, owner, nil
+}
+
+// warn writes one warning to stderr and, when the config names one, to log_file.
+func (p *Plugin) warn(cfg *Config, msg string) {
+	if p.Stderr != nil {
+		fmt.Fprintln(p.Stderr, msg)
+	}
+	if cfg == nil || cfg.LogFile == "" {
+		return
+	}
+	f, err := os.OpenFile(cfg.LogFile, os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o640)
+	if err != nil {
+		if p.Stderr != nil {
+			fmt.Fprintf(p.Stderr, "rdmanet-ipam: log_file: %v\n", err)
+		}
+		return
+	}
+	defer f.Close()
+	fmt.Fprintf(f, "%s [warning] %s\n", time.Now().UTC().Format(time.RFC3339), msg)
 }
 
 func (p *Plugin) ctx() (context.Context, context.CancelFunc) {
@@ -115,14 +207,14 @@ func (p *Plugin) Add(args *skel.CmdArgs) error {
 	}
 	ctx, cancel := p.ctx()
 	defer cancel()
-	res := &current.Result{CNIVersion: current.ImplementedSpecVersion, Routes: cfg.Routes}
+	res := &current.Result{CNIVersion: current.ImplementedSpecVersion, Routes: cfg.Routes, DNS: cfg.DNS}
 	success := false
 	defer func() {
 		if !success { // roll back ranges allocated before the failure
 			rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 			defer cancel()
 			for _, r := range cfg.Ranges {
-				_ = alloc.Release(rctx, Pool{Network: cfg.Network, Prefix: r.Prefix}, owner)
+				_ = alloc.Release(rctx, cfg.Pool(r), owner)
 			}
 		}
 	}()
@@ -149,16 +241,42 @@ func (p *Plugin) Add(args *skel.CmdArgs) error {
 }
 
 // Del releases the attachment's addresses; unknown attachments succeed.
+//
+// A DEL with nothing to release succeeds whatever the configuration state,
+// since the runtime retries a failing DEL forever and the pod never leaves
+// Terminating:
+//   - a config that does not load cannot have allocated anything (the
+//     runtime passes DEL the config of the ADD, which failed the same way);
+//   - a store that cannot be opened (no usable kubeconfig) fails DEL only
+//     when this node's own records (block cache, borrow journal) show the
+//     attachment holds an address; otherwise DEL succeeds with a warning,
+//     and `rdmanet-ipam gc` releases whatever the attachment may hold once
+//     its pod is gone.
 func (p *Plugin) Del(args *skel.CmdArgs) error {
-	cfg, alloc, owner, err := p.setup(args)
+	cfg, node, owner, err := p.load(args)
 	if err != nil {
-		return err
+		p.warn(nil, fmt.Sprintf("rdmanet-ipam: DEL of container %s interface %s: nothing to release under a config that does not load (%v); reporting success",
+			args.ContainerID, args.IfName, err))
+		return nil
+	}
+	alloc, err := p.open(cfg, node)
+	if err != nil {
+		if !errors.Is(err, ErrStoreUnavailable) {
+			return err
+		}
+		if held := localRecords(cfg, node, owner); held != "" {
+			return fmt.Errorf("rdmanet-ipam: DEL of container %s interface %s: this node's records show it holds %s, which cannot be released: %w",
+				owner.ContainerID, owner.IfName, held, err)
+		}
+		p.warn(cfg, fmt.Sprintf("rdmanet-ipam: DEL of container %s interface %s: store not usable and this node's records show no address for it; reporting success (`rdmanet-ipam gc` releases any address it held once its pod is gone): %v",
+			owner.ContainerID, owner.IfName, err))
+		return nil
 	}
 	ctx, cancel := p.ctx()
 	defer cancel()
 	var errs []error
 	for _, r := range cfg.Ranges {
-		if err := alloc.Release(ctx, Pool{Network: cfg.Network, Prefix: r.Prefix}, owner); err != nil {
+		if err := alloc.Release(ctx, cfg.Pool(r), owner); err != nil {
 			errs = append(errs, err)
 		}
 	}
@@ -166,6 +284,26 @@ func (p *Plugin) Del(args *skel.CmdArgs) error {
 		return toCNIError(err)
 	}
 	return nil
+}
+
+// localRecords describes the addresses this node's own state (block cache,
+// borrow journal) records for owner, "" when none.
+func localRecords(cfg *Config, node string, owner Owner) string {
+	var held []string
+	for _, r := range cfg.Ranges {
+		pool := cfg.Pool(r)
+		if blocks, ok := newBlockCache(cfg.Store.Path, pool, node).load(); ok {
+			if b, addr, ok := findOwner(blocks, owner); ok {
+				held = append(held, fmt.Sprintf("%s (block %s)", addr, b.Name))
+			}
+		}
+		if j := newJournal(cfg.Store.Path, pool); j != nil {
+			if b := j.get(owner); b != "" {
+				held = append(held, "an address borrowed from block "+b)
+			}
+		}
+	}
+	return strings.Join(held, ", ")
 }
 
 // Check verifies the attachment still holds an address in every range.
@@ -177,7 +315,7 @@ func (p *Plugin) Check(args *skel.CmdArgs) error {
 	ctx, cancel := p.ctx()
 	defer cancel()
 	for _, r := range cfg.Ranges {
-		if _, err := alloc.Lookup(ctx, Pool{Network: cfg.Network, Prefix: r.Prefix}, owner); err != nil {
+		if _, err := alloc.Lookup(ctx, cfg.Pool(r), owner); err != nil {
 			return fmt.Errorf("rdmanet-ipam: network %q: container %s ifname %s holds no address in range %q: %w",
 				cfg.Network, owner.ContainerID, owner.IfName, r.Spec, err)
 		}

@@ -42,7 +42,7 @@ func newTestPlugin(t *testing.T, env map[string]string, files map[string]string)
 
 func TestPluginVerbs(t *testing.T) {
 	dir := t.TempDir()
-	p, out := newTestPlugin(t, map[string]string{ipam.EnvStorePath: dir}, nil)
+	p, out := newTestPlugin(t, map[string]string{ipam.EnvStorePath: dir, ipam.EnvStoreType: ipam.StoreLocal}, nil)
 	conf := `{"cniVersion":"1.0.0","name":"dual","ipam":{"type":"whereabouts",
 		"ipRanges":[{"range":"10.60.0.0/16","exclude":["10.60.0.0/24"]},{"range":"fd00:60::/64"}],
 		"gateway":"10.60.0.1","routes":[{"dst":"10.61.0.0/16"}]}}`
@@ -96,7 +96,7 @@ func TestPluginVerbs(t *testing.T) {
 
 func TestPluginRollsBackOnSecondRangeFailure(t *testing.T) {
 	dir := t.TempDir()
-	p, _ := newTestPlugin(t, map[string]string{ipam.EnvStorePath: dir, ipam.EnvNodeName: "n1"}, nil)
+	p, _ := newTestPlugin(t, map[string]string{ipam.EnvStorePath: dir, ipam.EnvStoreType: ipam.StoreLocal, ipam.EnvNodeName: "n1"}, nil)
 	conf := `{"cniVersion":"1.0.0","name":"n","ipam":{"ipRanges":[{"range":"10.60.0.0/24"},{"range":"fd00::/127"}]}}`
 	for i, want := range []bool{true, true, false} { // a /127 holds two addresses
 		err := p.Add(&skel.CmdArgs{ContainerID: fmt.Sprint("c", i), IfName: "net1", StdinData: []byte(conf)})
@@ -186,6 +186,7 @@ func TestLibcniAllVersions(t *testing.T) {
 			t.Run(name+"/"+ver, func(t *testing.T) {
 				store := t.TempDir()
 				t.Setenv(ipam.EnvStorePath, store)
+				t.Setenv(ipam.EnvStoreType, ipam.StoreLocal)
 				t.Setenv(ipam.EnvNodeName, "node-x")
 				conf := fmt.Sprintf(`{"cniVersion":%q,"name":"face-training-rdma","plugins":[{"type":%q,"ipam":{"type":%q,"range":"10.60.0.0/16","exclude":["10.60.0.0/24"]}}]}`, ver, name, name)
 				list, err := libcni.NetworkConfFromBytes([]byte(conf))
@@ -242,7 +243,7 @@ func TestLocalStoreSurvivesSIGKILL(t *testing.T) {
 	run := func(id string, kill time.Duration) ([]byte, error) {
 		cmd := exec.Command(filepath.Join(bin, "rdmanet-ipam"))
 		cmd.Env = append(os.Environ(), "CNI_COMMAND=ADD", "CNI_CONTAINERID="+id, "CNI_IFNAME=net1", "CNI_NETNS=/var/run/netns/x",
-			"CNI_PATH="+bin, ipam.EnvStorePath+"="+store, ipam.EnvNodeName+"=kill-node")
+			"CNI_PATH="+bin, ipam.EnvStorePath+"="+store, ipam.EnvStoreType+"=local", ipam.EnvNodeName+"=kill-node")
 		cmd.Stdin = bytes.NewReader(conf)
 		var out bytes.Buffer
 		cmd.Stdout = &out

@@ -23,6 +23,14 @@ type Range struct {
 	Gateway netip.Addr
 	// BlockBits is the prefix length of the blocks nodes claim (node_slice_size).
 	BlockBits int
+	// Isolated is enable_overlapping_ranges=false: the range's pool is its
+	// (network, CIDR) alone, blind to overlapping ranges of the network.
+	Isolated bool
+}
+
+// Pool is the pool r draws from in network.
+func (r *Range) Pool(network string) Pool {
+	return Pool{Network: network, Prefix: r.Prefix, Isolated: r.Isolated}
 }
 
 // Usable reports whether a may be allocated from r.

@@ -25,16 +25,46 @@ var (
 	ErrExhausted = errors.New("range exhausted")
 )
 
-// Pool identifies the addresses shared by every config with the same network
-// name and range CIDR.
+// Pool is the set of blocks a range allocates from.
+//
+// By default (enable_overlapping_ranges, Whereabouts' default) a network's
+// ranges share one address space: the pool of a range is every block of the
+// network that overlaps the range's CIDR, whichever range created it, so two
+// configs of one network_name whose ranges overlap never hand out the same
+// address. Such blocks are named after the network alone, so two ranges
+// claiming the same addresses race on the same name.
+//
+// An Isolated pool (enable_overlapping_ranges: false) is one (network, CIDR)
+// alone: it sees only blocks created for exactly that CIDR, and other ranges
+// may hand out its addresses.
 type Pool struct {
 	Network string
 	Prefix  netip.Prefix
+	// Isolated is enable_overlapping_ranges=false.
+	Isolated bool
 }
 
-// Key is a short stable hash of the pool, used in block names and labels.
+// Key is a short stable hash naming the blocks the pool creates (block names,
+// the pool label) and the node lock: the network for a shared pool, the
+// network and CIDR for an isolated one.
 func (p Pool) Key() string {
-	h := sha256.Sum256([]byte(p.Network + "\x00" + p.Prefix.String()))
+	if !p.Isolated {
+		return shortHash("network\x00" + p.Network)
+	}
+	return shortHash(p.Network + "\x00" + p.Prefix.String())
+}
+
+// stateKey names the pool's node-local files (block cache, borrow journal,
+// gateway marker): one set per (network, CIDR, mode).
+func (p Pool) stateKey() string {
+	if !p.Isolated {
+		return shortHash("shared\x00"+p.Network+"\x00"+p.Prefix.String()) + "-s"
+	}
+	return p.Key()
+}
+
+func shortHash(s string) string {
+	h := sha256.Sum256([]byte(s))
 	return hex.EncodeToString(h[:5])
 }
 
@@ -110,11 +140,40 @@ func NewBlock(pool Pool, cidr netip.Prefix, node string) *v1alpha1.IPAMBlock {
 	return b
 }
 
-// BlockMatches reports whether b belongs to pool (and node, when set). Stores
-// filter by labels; this re-checks the spec so a hash collision cannot mix pools.
+// BlockMatches reports whether b belongs to pool (and node, when set): for an
+// isolated pool, a block created for its exact (network, CIDR); otherwise any
+// block of the network overlapping the pool's CIDR. Stores filter by labels
+// first; this re-checks the spec so a hash collision cannot mix pools.
 func BlockMatches(b *v1alpha1.IPAMBlock, pool Pool, node string) bool {
-	if pool.Prefix.IsValid() && (b.Spec.Network != pool.Network || b.Spec.Range != pool.Prefix.String()) {
-		return false
+	if pool.Prefix.IsValid() {
+		if b.Spec.Network != pool.Network {
+			return false
+		}
+		if pool.Isolated {
+			if b.Spec.Range != pool.Prefix.String() {
+				return false
+			}
+		} else if cidr, err := netip.ParsePrefix(b.Spec.CIDR); err != nil || !cidr.Overlaps(pool.Prefix) {
+			return false
+		}
 	}
 	return node == "" || b.Spec.Node == node
+}
+
+// ListSelector is the label selector of the pool's (and node's) blocks.
+func ListSelector(pool Pool, node string) map[string]string {
+	sel := map[string]string{}
+	if pool.Prefix.IsValid() {
+		if pool.Isolated {
+			sel[v1alpha1.LabelPool] = pool.Key()
+		} else {
+			// Every block of the network, also those of other ranges and
+			// of older releases (named per range), which overlap this one.
+			sel[v1alpha1.LabelNetwork] = LabelValue(pool.Network)
+		}
+	}
+	if node != "" {
+		sel[v1alpha1.LabelNode] = LabelValue(node)
+	}
+	return sel
 }

@@ -117,6 +117,7 @@ func newNode(t testing.TB, vfs int) *node {
 		"RDMANET_SYSFS_ROOT":      fix.Root,
 		"RDMANET_CNI_STATE_DIR":   n.stateDir,
 		"RDMANET_IPAM_STORE_PATH": n.ipamDir,
+		"RDMANET_IPAM_STORE_TYPE": "local",
 		"NODENAME":                "gpu-node-1",
 		netops.EnvFault:           "",
 	} {

@@ -135,7 +135,7 @@ func setupTB(t testing.TB) *env {
 	for k, v := range map[string]string{
 		netops.EnvImpl: "record", netops.EnvState: e.rec.StatePath(),
 		"RDMANET_SYSFS_ROOT": e.fix.Root, "RDMANET_CNI_STATE_DIR": filepath.Join(e.dir, "state"),
-		"RDMANET_IPAM_STORE_PATH": filepath.Join(e.dir, "ipam"), "NODENAME": nodeName, netops.EnvFault: "",
+		"RDMANET_IPAM_STORE_PATH": filepath.Join(e.dir, "ipam"), "RDMANET_IPAM_STORE_TYPE": "local", "NODENAME": nodeName, netops.EnvFault: "",
 	} {
 		t.Setenv(k, v)
 	}

@@ -74,6 +74,14 @@ type Allocation struct {
 	// address was borrowed because the range was nearly full. Empty means
 	// the block's node.
 	Node string `json:"node,omitempty"`
+	// Created is when the address was allocated (RFC 3339, the allocating
+	// node's clock). Garbage collection never releases an allocation younger
+	// than its grace period; empty (older releases) counts as old.
+	Created string `json:"created,omitempty"`
+	// Reserved, when set, marks an address that no pod may hold, with the
+	// reason ("gateway"); ContainerID and IfName are then empty. Garbage
+	// collection keeps reservations.
+	Reserved string `json:"reserved,omitempty"`
 }
 
 // IPAMBlockList is a list of IPAMBlocks.

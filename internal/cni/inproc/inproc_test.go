@@ -211,7 +211,7 @@ func environ(cmd string, kv ...string) []string {
 // (codeOnly) must fail with the same code.
 func TestSameAsBinary(t *testing.T) {
 	ipamDir := t.TempDir()
-	ipamEnv := []string{"RDMANET_IPAM_STORE_PATH=" + ipamDir, "RDMANET_IPAM_CONFIG=" + filepath.Join(ipamDir, "none.conf"), "NODENAME=n1"}
+	ipamEnv := []string{"RDMANET_IPAM_STORE_PATH=" + ipamDir, "RDMANET_IPAM_STORE_TYPE=local", "RDMANET_IPAM_CONFIG=" + filepath.Join(ipamDir, "none.conf"), "NODENAME=n1"}
 	sriovEnv := []string{"RDMANET_SYSFS_ROOT=" + t.TempDir(), "RDMANET_CNI_STATE_DIR=" + t.TempDir(), "RDMANET_NETOPS=record", "RDMANET_NETOPS_STATE=" + filepath.Join(t.TempDir(), "rec.json")}
 	tests := []struct {
 		name     string

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"net/netip"
 	"slices"
+	"time"
 
 	v1alpha1 "github.com/rdmanet/rdmanet/api/ipam/v1alpha1"
 	"github.com/rdmanet/rdmanet/internal/ipam"
@@ -19,6 +20,8 @@ type Pod struct {
 	UID      string
 	Terminal bool // phase Succeeded or Failed: its sandbox is gone
 	// IPs reported by the pod's network-status annotation (nil when absent).
+	// The annotation is written after ADD returns, so it may lag: GC only
+	// ever uses it to keep an address, never as the reason to release one.
 	IPs map[netip.Addr]bool
 }
 
@@ -40,6 +43,29 @@ type Options struct {
 	DryRun bool
 	// MaxAttempts bounds conflict retries per block (0 = 20).
 	MaxAttempts int
+	// Grace is the age (from the allocation's created time) below which an
+	// allocation is never released: its pod may not be listed yet (a static
+	// pod's mirror), its status not written. 0 means DefaultGrace; NoGrace
+	// (any negative value) releases at any age.
+	Grace time.Duration
+	// Now is the clock allocation ages are measured with (nil: time.Now).
+	Now func() time.Time
+}
+
+// DefaultGrace is the grace period of Options.Grace 0 and of the CLIs.
+const DefaultGrace = 10 * time.Minute
+
+// NoGrace disables the grace period.
+const NoGrace time.Duration = -1
+
+func (o Options) grace() time.Duration {
+	switch {
+	case o.Grace == 0:
+		return DefaultGrace
+	case o.Grace < 0:
+		return 0
+	}
+	return o.Grace
 }
 
 // Release is one released (or, in a dry run, releasable) address.
@@ -58,8 +84,14 @@ type Report struct {
 	Allocations   int
 	Released      []Release
 	DeletedBlocks []string
-	// Kept counts allocations that stay (live pod, or no pod identity on a live node).
+	// Kept counts allocations that stay (live pod, no pod identity on a live
+	// node, younger than the grace period, reservations).
 	Kept int
+	// Young counts the kept allocations younger than the grace period that
+	// a rule would otherwise have released.
+	Young int
+	// Reserved counts reservations (gateways), which GC always keeps.
+	Reserved int
 }
 
 // Reasons.
@@ -67,7 +99,7 @@ const (
 	ReasonPodGone     = "pod no longer exists"
 	ReasonPodReplaced = "pod was recreated (different UID)"
 	ReasonPodDone     = "pod has terminated"
-	ReasonStale       = "pod's network-status lists another address for this interface"
+	ReasonStale       = "a newer sandbox of the pod holds another address for this interface"
 	ReasonNodeGone    = "node no longer exists (allocation has no pod identity)"
 )
 
@@ -78,6 +110,12 @@ const (
 // Releases are applied with compare-and-swap updates; on conflict the block
 // is re-read and only the same (address, holder) pairs are removed, so an
 // allocation made after the snapshot is never touched.
+//
+// An allocation is decided by its own pod identity (namespace/name, UID) and
+// container (sandbox) ID against the live pod, and by its age; the pod's
+// network-status, which is written only after ADD returns, can keep an
+// address but never releases one. No allocation younger than the grace
+// period is released, and reservations (gateways) are always kept.
 func Run(ctx context.Context, opts Options) (Report, error) {
 	var rep Report
 	if opts.Store == nil || opts.Cluster == nil {
@@ -95,17 +133,12 @@ func Run(ctx context.Context, opts Options) (Report, error) {
 	if err != nil {
 		return rep, fmt.Errorf("rdmanet-ipam gc: list nodes: %w", err)
 	}
-	// Allocations per (pool, pod UID, ifname), for the stale-sandbox rule.
-	type podIf struct{ pool, uid, ifName string }
-	count := map[podIf]int{}
-	for i := range blocks {
-		b := &blocks[i]
-		for _, a := range b.Spec.Allocations {
-			if a.PodUID != "" {
-				count[podIf{b.Labels[v1alpha1.LabelPool], a.PodUID, a.IfName}]++
-			}
-		}
+	now := time.Now()
+	if opts.Now != nil {
+		now = opts.Now()
 	}
+	grace := opts.grace()
+	newest := newestSandboxes(blocks)
 	slices.SortFunc(blocks, func(x, y v1alpha1.IPAMBlock) int { return cmpStr(x.Name, y.Name) })
 	var errs []error
 	for i := range blocks {
@@ -117,9 +150,15 @@ func Run(ctx context.Context, opts Options) (Report, error) {
 		var rel []Release
 		for addr, a := range b.Spec.Allocations {
 			rep.Allocations++
+			if a.Reserved != "" {
+				rep.Kept++
+				rep.Reserved++
+				continue
+			}
 			reason := ""
 			if a.PodName != "" {
 				p, ok := pods[a.PodNamespace+"/"+a.PodName]
+				ip, _ := netip.ParseAddr(addr)
 				switch {
 				case !ok:
 					reason = ReasonPodGone
@@ -127,11 +166,19 @@ func Run(ctx context.Context, opts Options) (Report, error) {
 					reason = ReasonPodReplaced
 				case p.Terminal:
 					reason = ReasonPodDone
-				case p.IPs != nil && count[podIf{b.Labels[v1alpha1.LabelPool], a.PodUID, a.IfName}] > 1 && !p.IPs[netip.MustParseAddr(addr)]:
-					reason = ReasonStale
+				case a.PodUID != "" && p.IPs[ip]:
+					// The status (possibly lagging) still lists it: keep.
+				case a.PodUID != "":
+					if cid, ok := newest[sandboxKey(b, ip, a)]; ok && cid != a.ContainerID {
+						reason = ReasonStale
+					}
 				}
 			} else if node := firstNonEmpty(a.Node, b.Spec.Node); !nodes[node] {
 				reason = ReasonNodeGone
+			}
+			if reason != "" && young(a, now, grace) {
+				rep.Young++
+				reason = ""
 			}
 			if reason == "" {
 				rep.Kept++
@@ -158,6 +205,75 @@ func Run(ctx context.Context, opts Options) (Report, error) {
 		}
 	}
 	return rep, errors.Join(errs...)
+}
+
+// podInterface identifies one interface of one pod in one network and
+// address family: it holds one address per sandbox.
+type podInterface struct {
+	network, uid, ifName string
+	is4                  bool
+}
+
+func sandboxKey(b *v1alpha1.IPAMBlock, ip netip.Addr, a v1alpha1.Allocation) podInterface {
+	return podInterface{network: b.Spec.Network, uid: a.PodUID, ifName: a.IfName, is4: ip.Is4()}
+}
+
+// newestSandboxes returns, per pod interface held by more than one sandbox
+// (container ID), the container ID of the newest allocation: the current
+// sandbox, since kubelet runs one sandbox of a pod at a time and creates a
+// new one only after the old one stopped. A pod interface whose allocations
+// cannot be ordered (a created time missing, or a tie) is left out: none of
+// them is stale.
+func newestSandboxes(blocks []v1alpha1.IPAMBlock) map[podInterface]string {
+	type best struct {
+		cid     string
+		at      time.Time
+		tie     bool // another container has the same newest time
+		unknown bool // an allocation has no created time
+		several bool // more than one container
+	}
+	seen := map[podInterface]*best{}
+	for i := range blocks {
+		b := &blocks[i]
+		for addr, a := range b.Spec.Allocations {
+			ip, err := netip.ParseAddr(addr)
+			if a.PodUID == "" || a.Reserved != "" || err != nil {
+				continue
+			}
+			k := sandboxKey(b, ip, a)
+			at, err := time.Parse(time.RFC3339Nano, a.Created)
+			cur := seen[k]
+			if cur == nil {
+				seen[k] = &best{cid: a.ContainerID, at: at, unknown: err != nil}
+				continue
+			}
+			cur.unknown = cur.unknown || err != nil
+			if a.ContainerID == cur.cid {
+				continue
+			}
+			cur.several = true
+			switch {
+			case at.After(cur.at):
+				cur.cid, cur.at, cur.tie = a.ContainerID, at, false
+			case at.Equal(cur.at):
+				cur.tie = true
+			}
+		}
+	}
+	out := map[podInterface]string{}
+	for k, v := range seen {
+		if v.several && !v.tie && !v.unknown {
+			out[k] = v.cid
+		}
+	}
+	return out
+}
+
+// young reports whether a was created less than grace ago. An allocation
+// without a readable created time (written by an older release) is old.
+func young(a v1alpha1.Allocation, now time.Time, grace time.Duration) bool {
+	at, err := time.Parse(time.RFC3339Nano, a.Created)
+	return err == nil && now.Sub(at) < grace
 }
 
 // apply removes rel from b (re-reading b on conflicts) and deletes b when it

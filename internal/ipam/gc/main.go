@@ -23,6 +23,7 @@ func Main(args []string, stdout, stderr io.Writer) int {
 	network := fs.String("network", "", "only this IPAM network (default: all)")
 	dryRun := fs.Bool("dry-run", false, "report what would be released without changing anything")
 	timeout := fs.Duration("timeout", 5*time.Minute, "give up after this long")
+	grace := fs.Duration("grace", DefaultGrace, "never release allocations younger than this (0: no grace period)")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
@@ -57,7 +58,7 @@ func Main(args []string, stdout, stderr io.Writer) int {
 	defer stop()
 	ctx, cancel := context.WithTimeout(ctx, *timeout)
 	defer cancel()
-	rep, err := Run(ctx, Options{Store: store, Cluster: cluster, Network: *network, DryRun: *dryRun})
+	rep, err := Run(ctx, Options{Store: store, Cluster: cluster, Network: *network, DryRun: *dryRun, Grace: GraceFlag(*grace)})
 	PrintReport(stdout, rep, *dryRun)
 	if err != nil {
 		fmt.Fprintln(stderr, err)
@@ -83,8 +84,17 @@ func PrintReport(w io.Writer, rep Report, dryRun bool) {
 			fmt.Fprintf(w, "deleted empty block %s of a deleted node\n", b)
 		}
 	}
-	fmt.Fprintf(w, "ipam-gc: blocks=%d allocations=%d released=%d kept=%d deleted_blocks=%d dry_run=%t\n",
-		rep.Blocks, rep.Allocations, len(rep.Released), rep.Kept, len(rep.DeletedBlocks), dryRun)
+	fmt.Fprintf(w, "ipam-gc: blocks=%d allocations=%d released=%d kept=%d deleted_blocks=%d dry_run=%t young=%d reserved=%d\n",
+		rep.Blocks, rep.Allocations, len(rep.Released), rep.Kept, len(rep.DeletedBlocks), dryRun, rep.Young, rep.Reserved)
+}
+
+// GraceFlag maps a -grace/--grace flag value to Options.Grace: 0 on the
+// command line means no grace period.
+func GraceFlag(d time.Duration) time.Duration {
+	if d <= 0 {
+		return NoGrace
+	}
+	return d
 }
 
 func short(id string) string {

@@ -57,8 +57,9 @@ func Owner(node string, j int) ipam.Owner {
 		PodNamespace: "ns", PodName: fmt.Sprintf("%s-p%05d", node, j), PodUID: fmt.Sprintf("uid-%s-%05d", node, j)}
 }
 
-// StoreAllocations reads every allocation of the store, failing on an address
-// held twice (in two blocks) or an allocation outside its block.
+// StoreAllocations reads every pod allocation of the store, failing on an
+// address held twice (in two blocks) or an allocation outside its block.
+// Reservations (gateways) take part in those checks but are not returned.
 // A zero pool reads every pool.
 func StoreAllocations(t testing.TB, ctx context.Context, s ipam.Store, pool ipam.Pool) map[netip.Addr]v1alpha1.Allocation {
 	t.Helper()
@@ -67,6 +68,7 @@ func StoreAllocations(t testing.TB, ctx context.Context, s ipam.Store, pool ipam
 		t.Fatalf("list blocks: %v", err)
 	}
 	out := map[netip.Addr]v1alpha1.Allocation{}
+	all := map[netip.Addr]v1alpha1.Allocation{}
 	var cidrs []netip.Prefix
 	for _, b := range blocks {
 		cidr := netip.MustParsePrefix(b.Spec.CIDR)
@@ -81,10 +83,13 @@ func StoreAllocations(t testing.TB, ctx context.Context, s ipam.Store, pool ipam
 			if !cidr.Contains(addr) {
 				t.Errorf("block %s holds %s outside its CIDR", b.Name, addr)
 			}
-			if prev, dup := out[addr]; dup {
+			if prev, dup := all[addr]; dup {
 				t.Errorf("address %s held twice: %+v and %+v", addr, prev, a)
 			}
-			out[addr] = a
+			all[addr] = a
+			if a.Reserved == "" {
+				out[addr] = a
+			}
 		}
 	}
 	return out
