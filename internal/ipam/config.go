@@ -300,7 +300,7 @@ func build(cniVersion, name string, ipam, node *RawIPAM, env Env) (*Config, erro
 	cfg.NodeName = firstNonEmpty(ipam.NodeName, node.NodeName)
 	cfg.LogFile = firstNonEmpty(ipam.LogFile, node.LogFile)
 	cfg.LogLevel = firstNonEmpty(ipam.LogLevel, node.LogLevel)
-	cfg.OverlappingRanges = true // Whereabouts' default
+	cfg.OverlappingRanges = true                 // Whereabouts' default
 	for _, src := range []*RawIPAM{node, ipam} { // network config last: it wins
 		if src.EnableOverlappingRanges != nil {
 			cfg.OverlappingRanges = *src.EnableOverlappingRanges
