@@ -102,6 +102,10 @@ var Catalogue = []Rule{
 		Fix:     "Drop either hostNetwork (route A, secondary network) or the annotation (route B, host NICs)."},
 
 	// --- NAD plugin chain ---
+	{ID: "RDMA029", Name: "cni-config-unknown-key", Severity: Warning,
+		Summary: "An sriov or rdma plugin config in a NAD has a key the plugin does not read (a misspelling such as vlan_id for vlan).",
+		Why:     seedMultus + ", 创建附加训练网络: the SR-IOV CNI applies vlan, spoofchk, trust and the rates from the plugin config; a misspelled key is dropped without an error (upstream and rdmanet alike), so the VF silently keeps its defaults (untagged, no rate limit) instead of what was written.",
+		Fix:     "Rename the key to the one meant (the finding suggests one), or remove it; docs/cni.md lists the fields."},
 	{ID: "RDMA030", Name: "static-device-id", Severity: Error,
 		Summary: "A NAD writes deviceID statically into an sriov/rdma plugin.",
 		Why:     seedMultus + ", 创建附加训练网络: deviceID must not be written statically; the device plugin allocates the VF and Multus injects its PCI address at runtime.",
@@ -161,6 +165,10 @@ var Catalogue = []Rule{
 		Summary: "The input defines both an exclusive (sriov → rdma) and a shared-HCA (macvlan) RDMA network; a node serves only one of them.",
 		Why:     seedMultus + ", 安装前提 (RDMA subsystem in exclusive netns mode for VFs) and " + seedMacvlan + ", 三 (rdma system set netns shared is the precondition of macvlan sharing): the RDMA netns mode is node-wide, so one node cannot serve both models.",
 		Fix:     "Run the two modes on disjoint node sets (node selectors on the device plugin pools and the workloads), with the netns mode set per node set."},
+	{ID: "RDMA044", Name: "ipam-unknown-key", Severity: Warning,
+		Summary: "An rdmanet-ipam/whereabouts ipam section has a key neither rdmanet-ipam nor Whereabouts knows (a misspelling such as rangeStart for range_start).",
+		Why:     seedMultus + ", IPAM: the cross-node IPAM reads only the fields it knows; a misspelled one is dropped without an error, so the training network silently gets the default (the whole range, no exclude, another pool) instead of what was written.",
+		Fix:     "Rename the key to the field it was meant to be (the finding suggests one), or remove it."},
 
 	// --- pools ---
 	{ID: "RDMA045", Name: "overlapping-device-plugins", Severity: Error,

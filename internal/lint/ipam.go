@@ -74,6 +74,7 @@ func (c *checker) checkClusterIPAM(n *manifest.NAD, p manifest.CNIPlugin, field 
 	if typ != "rdmanet-ipam" && typ != "whereabouts" {
 		return
 	}
+	c.checkIPAMKeys(n, p, field) // RDMA044
 	name := n.Name
 	if n.Config != nil && n.Config.Name != "" {
 		name = n.Config.Name

@@ -225,6 +225,12 @@ func ruleCases() []ruleCase {
 		{name: "whereabouts range not a CIDR", rule: "RDMA042", trigger: true, docs: nadWith(conflist(trainNet, M{"type": "sriov", "ipam": M{"type": "whereabouts", "range": "10.60.0.0"}}, M{"type": "rdma"}), vfRes)},
 		{name: "seed whereabouts config", rule: "RDMA042", docs: nadWith(conflist(trainNet, M{"type": "sriov", "ipam": M{"type": "whereabouts", "range": "10.60.0.0/16", "exclude": []string{"10.60.0.0/24"}}}, M{"type": "rdma"}), vfRes)},
 		{name: "kubernetes datastore without kubeconfig (node config supplies it)", rule: "RDMA042", docs: nadWith(conflist(trainNet, M{"type": "sriov", "ipam": M{"type": "whereabouts", "range": "10.60.0.0/16", "datastore": "kubernetes"}}, M{"type": "rdma"}), vfRes)},
+		// RDMA029 (more in rules_cni_keys_test.go)
+		{name: "sriov vlan_id", rule: "RDMA029", trigger: true, docs: nadWith(conflist(trainNet, M{"type": "sriov", "vlan_id": 200, "ipam": M{"type": "whereabouts", "range": "10.60.0.0/16"}}, M{"type": "rdma"}), vfRes)},
+		{name: "sriov and rdma with upstream keys only", rule: "RDMA029", docs: nadWith(conflist(trainNet, M{"type": "sriov", "vlan": 200, "spoofchk": "on", "logLevel": "info", "ipam": M{"type": "whereabouts", "range": "10.60.0.0/16"}}, M{"type": "rdma", "args": M{"cni": M{"debug": true}}}), vfRes)},
+		// RDMA044 (more in rules_ipam_keys_test.go)
+		{name: "misspelled ipam key", rule: "RDMA044", trigger: true, docs: nadWith(conflist(trainNet, M{"type": "sriov", "ipam": M{"type": "whereabouts", "range": "10.60.0.0/16", "rangeStart": "10.60.1.0"}}, M{"type": "rdma"}), vfRes)},
+		{name: "every whereabouts key", rule: "RDMA044", docs: nadWith(conflist(trainNet, M{"type": "sriov", "ipam": M{"type": "whereabouts", "range": "10.60.0.0/16", "range_start": "10.60.1.0", "enable_overlapping_ranges": true, "log_file": "/tmp/w.log", "leader_lease_duration": 1500}}, M{"type": "rdma"}), vfRes)},
 		// RDMA043
 		{name: "VF network and macvlan network in one input", rule: "RDMA043", trigger: true, docs: func() []M {
 			return []M{vfPool(), sharedPool(), exclusiveNAD(), sharedNAD()}
