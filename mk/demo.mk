@@ -1,21 +1,32 @@
 # Simulated-node demo (issue 3): `sudo make demo` builds every binary the
-# demo execs into bin/ (rdmanet, rdmanet-direct, sriov, rdma, rdmanet-ipam
-# from ./cmd/ by `build`; macvlan and host-local by `cni-plugins`; the
-# upstream bridge for the pods' default network here) and runs
-# `kubectl rdma demo` on them. DEMO_FLAGS passes flags, e.g.
+# demo execs (rdmanet, rdmanet-direct, sriov, rdma, rdmanet-ipam, kubectl-rdma
+# from ./cmd/; the upstream macvlan, host-local and bridge) into
+# $(DEMO_BIN) = bin/testhooks/ and runs `kubectl rdma demo` on them.
+#
+# Those builds carry the Go build tag rdmanet_testhooks: this machine has no
+# SR-IOV and no RDMA subsystem, so the demo's plugins run with
+# RDMANET_NETOPS=record (the recording fake), a test switch that production
+# builds (bin/, `make build`) refuse. Never install bin/testhooks/ on a node.
+# DEMO_FLAGS passes flags, e.g.
 #   sudo make demo DEMO_FLAGS='--pods 8 -o json'
-#   sudo make demo DEMO_FLAGS=--keep   then   sudo bin/kubectl-rdma demo --cleanup
+#   sudo make demo DEMO_FLAGS=--keep   then   sudo bin/testhooks/kubectl-rdma demo --cleanup
 DEMO_UPSTREAM_PLUGINS := github.com/containernetworking/plugins/plugins/main/bridge
 DEMO_FLAGS ?=
+TESTHOOKS_TAG := rdmanet_testhooks
+DEMO_BIN ?= $(BIN)/testhooks
 
 .PHONY: demo demo-bin test-demo
 
-demo-bin: build
-	$(GO) build -o $(BIN)/ $(DEMO_UPSTREAM_PLUGINS)
+# One `go build`, so every rdmanet binary there has the same build settings
+# (the daemon runs its own plugins in-process only then).
+demo-bin:
+	@mkdir -p $(DEMO_BIN)
+	$(GO) build -tags $(TESTHOOKS_TAG) -o $(DEMO_BIN)/ ./cmd/... $(CNI_UPSTREAM_PLUGINS) $(DEMO_UPSTREAM_PLUGINS)
 
 demo: demo-bin
-	$(BIN)/kubectl-rdma demo --bin-dir $(BIN) $(DEMO_FLAGS)
+	$(DEMO_BIN)/kubectl-rdma demo --bin-dir $(DEMO_BIN) $(DEMO_FLAGS)
 
 # The end-to-end test alone (root): all three modes, 8 pods each, two rounds.
+# (test/pluginbin builds the plugins with the tag itself.)
 test-demo:
 	RDMANET_REQUIRE_NETNS=1 $(GO) test -count=1 -v -run '^TestDemo' ./test/e2e/ ./internal/sim/

@@ -46,8 +46,9 @@ touched.
 
 Needs root and network namespaces (exit 2 says what is missing). The plugin
 binaries come from --bin-dir (default: the directory of this binary; 'make
-demo' builds them into bin/). One demo per --work-dir: a second run while
-one is kept up refuses and names it.
+demo' builds them into bin/testhooks/); sriov and rdma must be builds with
+-tags rdmanet_testhooks, the only ones that accept the recording fake. One
+demo per --work-dir: a second run while one is kept up refuses and names it.
 
 Progress and timing go to stderr; the table (or -o json: one object) to stdout.
 Exit codes: 0 clean, 1 a pod failed or the host was not left as it was, 2 missing prerequisites or bad usage.`,

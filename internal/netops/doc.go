@@ -15,4 +15,10 @@
 //	RDMANET_NETOPS         "" or "netlink" (default): the kernel; "record": the fake
 //	RDMANET_NETOPS_STATE   the fake's state file (required with "record");
 //	                       its operation log is written next to it as <file>.log
+//
+// "record" and the RDMANET_CNI_FAULT failpoints are test switches: only
+// binaries built with -tags rdmanet_testhooks (TestHooksTag) and `go test`
+// binaries honour them. A production build refuses RDMANET_NETOPS=record
+// (except for DEL, which it runs against the kernel) and ignores
+// RDMANET_CNI_FAULT, with a warning (see FromEnv).
 package netops

@@ -30,24 +30,54 @@ func PluginStateDir(getenv func(string) string, plugin, def string) string {
 type Ops struct {
 	VF   VFConfigurator
 	RDMA RDMA
+	// Warnings name the test switches the environment set and this build
+	// ignored; the plugin logs them (once per process).
+	Warnings []string
 }
 
 // FromEnv returns the kernel implementation, or the Recorder when
-// RDMANET_NETOPS=record (then RDMANET_NETOPS_STATE names its state file).
+// RDMANET_NETOPS=record (then RDMANET_NETOPS_STATE names its state file)
+// in a build that honours test switches (TestHooks).
+//
+// A production build fails closed on RDMANET_NETOPS=record: every CNI
+// command but DEL is refused with ErrTestSwitch (the data plane is never
+// silently turned into a no-op, nor is a NIC someone meant to simulate
+// configured for real); DEL runs against the kernel with a warning, since
+// what it restores can only have been done by the kernel (this build
+// refused every recorded ADD) and a refused DEL would leave the pod stuck.
+// RDMANET_CNI_FAULT is ignored there with a warning (FailpointFromEnv
+// returns nil).
 func FromEnv(getenv func(string) string) (Ops, error) {
 	if getenv == nil {
 		getenv = os.Getenv
 	}
+	return fromEnv(getenv, TestHooks())
+}
+
+func fromEnv(getenv func(string) string, hooks bool) (Ops, error) {
+	ops := Ops{VF: Netlink{}, RDMA: Netlink{}}
+	if v := getenv(EnvFault); v != "" && !hooks {
+		ops.Warnings = append(ops.Warnings, fmt.Sprintf("%s=%q ignored: failpoints are a test switch and this is a production build (no -tags %s); remove it from the plugin's environment",
+			EnvFault, v, TestHooksTag))
+	}
 	switch impl := getenv(EnvImpl); impl {
 	case "", "netlink":
-		return Ops{VF: Netlink{}, RDMA: Netlink{}}, nil
+		return ops, nil
 	case "record":
+		if !hooks {
+			if getenv("CNI_COMMAND") != "DEL" {
+				return Ops{}, testSwitchError(EnvImpl, impl)
+			}
+			ops.Warnings = append(ops.Warnings, fmt.Sprintf("%s=%s ignored for DEL: this is a production build (no -tags %s); restoring through the kernel, "+
+				"which made whatever this build set up; remove %s from the plugin's environment", EnvImpl, impl, TestHooksTag, EnvImpl))
+			return ops, nil
+		}
 		p := getenv(EnvState)
 		if p == "" {
 			return Ops{}, fmt.Errorf("%s=record needs %s=<state file> so that plugin processes share the simulated NIC", EnvImpl, EnvState)
 		}
 		r := NewRecorder(p)
-		return Ops{VF: r, RDMA: r}, nil
+		return Ops{VF: r, RDMA: r, Warnings: ops.Warnings}, nil
 	default:
 		return Ops{}, fmt.Errorf("%s=%q: want netlink (default) or record", EnvImpl, impl)
 	}

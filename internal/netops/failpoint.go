@@ -22,10 +22,18 @@ type Failpoint struct {
 	Exit bool
 }
 
-// FailpointFromEnv returns the failpoint addressed to plugin, nil when none.
+// FailpointFromEnv returns the failpoint addressed to plugin, nil when none
+// or in a production build.
 func FailpointFromEnv(getenv func(string) string, plugin string) *Failpoint {
 	if getenv == nil {
 		getenv = os.Getenv
+	}
+	return failpointFromEnv(getenv, plugin, TestHooks())
+}
+
+func failpointFromEnv(getenv func(string) string, plugin string, hooks bool) *Failpoint {
+	if !hooks {
+		return nil
 	}
 	v := getenv(EnvFault)
 	parts := strings.Split(v, ":")

@@ -121,12 +121,26 @@ func TestRecorderRDMA(t *testing.T) {
 	if err := r.Move("mlx5_4", host, pod); err == nil {
 		t.Fatal("move in shared mode (the default) succeeded")
 	}
+	if !in(pod) || !in(host) {
+		t.Fatal("shared mode: a device is not visible in every netns")
+	}
 	if err := r.SetNetnsMode(netops.RDMANetnsExclusive); err != nil {
 		t.Fatal(err)
 	}
-	if err := r.Move("mlx5_4", host, pod); err != nil {
-		t.Fatal(err)
-	}
+	// exclusive mode: a device never moved is in the host netns, the one
+	// the plugin processes run in, and in no pod's
+	netnsutil.Do(t, host, func() error {
+		if in(pod) {
+			return errors.New("exclusive mode: a device never moved is visible in a pod netns")
+		}
+		if !in(host) {
+			return errors.New("exclusive mode: a device never moved is not visible in the host netns")
+		}
+		if err := r.Move("mlx5_4", pod, host); !errors.Is(err, netops.ErrRDMANotFound) {
+			return fmt.Errorf("moving a device never moved out of a pod netns: %v, want ErrRDMANotFound", err)
+		}
+		return r.Move("mlx5_4", host, pod)
+	})
 	if !in(pod) || in(host) {
 		t.Fatalf("after move: in pod %v, in host %v", in(pod), in(host))
 	}

@@ -236,12 +236,29 @@ func (s *recState) where(dev string) (loc rdmaLoc, home bool) {
 	return loc, false
 }
 
-func (s *recState) visible(dev string, ino uint64) bool {
+// visible reports whether dev is in the namespace ino. A device never moved
+// is where the kernel created it, the node's host namespace: in shared mode
+// every namespace sees it; in exclusive mode only the caller's own (cur:
+// plugins run in the host namespace), never a pod's it has not been moved
+// into.
+func (s *recState) visible(dev string, ino, cur uint64) bool {
 	loc, home := s.where(dev)
 	if home {
-		return loc.HomeIno == 0 || loc.HomeIno == ino
+		if loc.HomeIno == 0 {
+			return s.NetnsMode != RDMANetnsExclusive || ino == cur
+		}
+		return loc.HomeIno == ino
 	}
 	return loc.Ino == ino
+}
+
+// currentNetnsIno is the inode of the calling thread's network namespace.
+func currentNetnsIno() (uint64, error) {
+	var st unix.Stat_t
+	if err := unix.Stat("/proc/thread-self/ns/net", &st); err != nil {
+		return 0, fmt.Errorf("stat this thread's netns: %w", err)
+	}
+	return st.Ino, nil
 }
 
 // InNetns reports whether dev is in target.
@@ -250,8 +267,12 @@ func (r *Recorder) InNetns(dev string, target ns.NetNS) (bool, error) {
 	if err != nil {
 		return false, err
 	}
+	cur, err := currentNetnsIno()
+	if err != nil {
+		return false, err
+	}
 	var ok bool
-	err = r.read(func(s *recState) error { ok = s.visible(dev, ino); return nil })
+	err = r.read(func(s *recState) error { ok = s.visible(dev, ino, cur); return nil })
 	return ok, err
 }
 
@@ -265,8 +286,12 @@ func (r *Recorder) Move(dev string, from, to ns.NetNS) error {
 	if err != nil {
 		return err
 	}
+	cur, err := currentNetnsIno()
+	if err != nil {
+		return err
+	}
 	return r.update(func(s *recState) ([]string, error) {
-		if !s.visible(dev, fromIno) {
+		if !s.visible(dev, fromIno, cur) {
 			return nil, fmt.Errorf("rdma dev %s in netns %s: %w", dev, from.Path(), ErrRDMANotFound)
 		}
 		if s.NetnsMode != RDMANetnsExclusive {

@@ -21,6 +21,7 @@ package sim
 import (
 	"context"
 	"crypto/rand"
+	"debug/buildinfo"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -29,6 +30,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -322,7 +324,8 @@ func (o *Options) defaults() error {
 	return nil
 }
 
-// CheckBinaries tells which plugin binaries are missing from dir.
+// CheckBinaries tells which plugin binaries are missing from dir, or are
+// production builds that refuse the recording fake (TestHooksBinaries).
 func CheckBinaries(dir string) error {
 	var missing []string
 	for _, b := range RequiredBinaries {
@@ -331,9 +334,40 @@ func CheckBinaries(dir string) error {
 		}
 	}
 	if len(missing) > 0 {
-		return fmt.Errorf("plugin binaries missing from %s: %s; fix: `make demo-bin` (builds them into bin/) or point --bin-dir at them", dir, strings.Join(missing, ", "))
+		return fmt.Errorf("plugin binaries missing from %s: %s; fix: `make demo-bin` (builds them into bin/testhooks/) or point --bin-dir at them", dir, strings.Join(missing, ", "))
+	}
+	var prod []string
+	for _, b := range TestHooksBinaries {
+		if why := testHooksBuild(filepath.Join(dir, b)); why != "" {
+			prod = append(prod, b+" ("+why+")")
+		}
+	}
+	if len(prod) > 0 {
+		return fmt.Errorf("plugin binaries in %s are not test-switch builds: %s; the demo's simulated VFs need RDMANET_NETOPS=record (the recording fake for SR-IOV and RDMA, which this machine lacks), "+
+			"and production builds refuse it; fix: `make demo-bin` (builds them with -tags %s into bin/testhooks/) or point --bin-dir at such a build",
+			dir, strings.Join(prod, ", "), netops.TestHooksTag)
 	}
 	return nil
+}
+
+// TestHooksBinaries are the plugins the demo drives through the test
+// switches (RDMANET_NETOPS=record), so they must be -tags rdmanet_testhooks
+// builds.
+var TestHooksBinaries = []string{"sriov", "rdma"}
+
+// testHooksBuild is "" when the Go binary at path was built with the
+// test-switch tag, else why not.
+func testHooksBuild(path string) string {
+	bi, err := buildinfo.ReadFile(path)
+	if err != nil {
+		return "no Go build info: " + err.Error()
+	}
+	for _, s := range bi.Settings {
+		if s.Key == "-tags" && slices.Contains(strings.Split(s.Value, ","), netops.TestHooksTag) {
+			return ""
+		}
+	}
+	return "built without -tags " + netops.TestHooksTag
 }
 
 // nodeFor is the simulated node of a mode.

@@ -3,11 +3,15 @@ package sim
 import (
 	"errors"
 	"os"
+	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+
+	"github.com/rdmanet/rdmanet/internal/netops"
 )
 
 func TestOptionsDefaults(t *testing.T) {
@@ -181,6 +185,78 @@ func TestCheckBinariesNamesWhatIsMissing(t *testing.T) {
 	err := CheckBinaries(dir)
 	if err == nil || strings.Contains(err.Error(), "rdmanet,") || !strings.Contains(err.Error(), "rdmanet-direct") || !strings.Contains(err.Error(), "make demo-bin") {
 		t.Fatalf("error %v", err)
+	}
+}
+
+// TestCheckBinariesRefusesProductionBuilds: the demo drives sriov and rdma
+// through RDMANET_NETOPS=record, which only -tags rdmanet_testhooks builds
+// honour, so a bin dir of production builds is refused before anything is
+// set up, naming the binaries and the fix.
+func TestCheckBinariesRefusesProductionBuilds(t *testing.T) {
+	src := t.TempDir()
+	for name, body := range map[string]string{"go.mod": "module example.com/fakeplugin\n\ngo 1.22\n", "main.go": "package main\n\nfunc main() {}\n"} {
+		if err := os.WriteFile(filepath.Join(src, name), []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	build := func(t *testing.T, out string, tags ...string) {
+		t.Helper()
+		args := []string{"build", "-o", out}
+		if len(tags) > 0 {
+			args = append(args, "-tags", strings.Join(tags, ","))
+		}
+		cmd := exec.Command("go", append(args, ".")...)
+		cmd.Dir = src
+		cmd.Env = append(os.Environ(), "GOWORK=off", "GOFLAGS=-buildvcs=false")
+		if b, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("go build: %v\n%s", err, b)
+		}
+	}
+	prodBin, tagBin := filepath.Join(t.TempDir(), "prod"), filepath.Join(t.TempDir(), "tagged")
+	build(t, prodBin)
+	build(t, tagBin, "other", netops.TestHooksTag)
+	tests := []struct {
+		name    string
+		from    map[string]string // binary -> built file ("" = a shell script)
+		wantErr []string
+	}{
+		{name: "test-switch builds", from: map[string]string{"sriov": tagBin, "rdma": tagBin}},
+		{name: "production sriov and rdma", from: map[string]string{"sriov": prodBin, "rdma": prodBin},
+			wantErr: []string{"sriov (built without -tags rdmanet_testhooks)", "rdma (built without", "RDMANET_NETOPS=record", "make demo-bin", "bin/testhooks"}},
+		{name: "production rdma only", from: map[string]string{"sriov": tagBin, "rdma": prodBin}, wantErr: []string{"rdma (built without"}},
+		{name: "not a Go binary", from: map[string]string{"sriov": "", "rdma": tagBin}, wantErr: []string{"sriov (no Go build info"}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			for _, b := range RequiredBinaries {
+				body := []byte("#!/bin/sh\n")
+				if f := tc.from[b]; f != "" {
+					var err error
+					if body, err = os.ReadFile(f); err != nil {
+						t.Fatal(err)
+					}
+				}
+				if err := os.WriteFile(filepath.Join(dir, b), body, 0o755); err != nil {
+					t.Fatal(err)
+				}
+			}
+			err := CheckBinaries(dir)
+			if len(tc.wantErr) == 0 {
+				if err != nil {
+					t.Fatalf("refused: %v", err)
+				}
+				return
+			}
+			if err == nil {
+				t.Fatal("accepted")
+			}
+			for _, w := range tc.wantErr {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("error %q does not say %q", err, w)
+				}
+			}
+		})
 	}
 }
 

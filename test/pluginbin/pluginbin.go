@@ -23,18 +23,59 @@ const (
 	Bridge     = "github.com/containernetworking/plugins/plugins/main/bridge"
 	Macvlan    = "github.com/containernetworking/plugins/plugins/main/macvlan"
 	HostLocal  = "github.com/containernetworking/plugins/plugins/ipam/host-local"
+	Portmap    = "github.com/containernetworking/plugins/plugins/meta/portmap"
+	Bandwidth  = "github.com/containernetworking/plugins/plugins/meta/bandwidth"
 )
 
-// Build runs one `go build -o dir/` for pkgs (one process, so the build
-// cache is shared) and, when IPAM is among them, installs rdmanet-ipam
-// under the Whereabouts name too. Inside a git work tree the binaries are
-// VCS-stamped, as release builds are, so the daemon built with them runs
-// them in-process (internal/cni/inproc); elsewhere they are built unstamped.
-func Build(dir string, pkgs ...string) error {
-	if inGitWorkTree() {
-		return BuildVCS(dir, pkgs...)
+// TestHooksTag is the build tag under which rdmanet's plugins honour the
+// test switches (RDMANET_NETOPS=record, RDMANET_CNI_FAULT); it is
+// netops.TestHooksTag, spelled out so that this package stays free of the
+// plugins' dependencies.
+const TestHooksTag = "rdmanet_testhooks"
+
+// Options of one build.
+type Options struct {
+	// Tags are the Go build tags (nil: a production build, as shipped).
+	Tags []string
+	// VCS forces the VCS stamp on (-buildvcs=true); otherwise binaries are
+	// stamped only inside a git work tree.
+	VCS bool
+}
+
+// Test is what the tests build by default: the test switches on.
+var Test = Options{Tags: []string{TestHooksTag}}
+
+// Build runs one `go build -tags rdmanet_testhooks -o dir/` for pkgs (one
+// process, so the build cache is shared and every binary has the same
+// build settings) and, when IPAM is among them, installs rdmanet-ipam under
+// the Whereabouts name too. The tag makes the plugins honour the tests'
+// RDMANET_NETOPS=record and RDMANET_CNI_FAULT; a daemon built in the same
+// call runs them in-process (same build settings). Inside a git work tree
+// the binaries are VCS-stamped, as release builds are; elsewhere unstamped.
+func Build(dir string, pkgs ...string) error { return BuildWith(dir, Test, pkgs...) }
+
+// BuildVCS is Build with the VCS stamp forced on (-buildvcs=true, over a
+// GOFLAGS=-buildvcs=false of the caller's), for tests of what tells one
+// rdmanet build from another: the binaries carry vcs.revision.
+func BuildVCS(dir string, pkgs ...string) error {
+	o := Test
+	o.VCS = true
+	return BuildWith(dir, o, pkgs...)
+}
+
+// BuildWith builds pkgs into dir with explicit options; Options{} is a
+// production build (no tags), for tests of what shipped binaries do.
+// Inside a git work tree the binaries are always VCS-stamped.
+func BuildWith(dir string, o Options, pkgs ...string) error {
+	var env []string
+	if o.VCS || inGitWorkTree() {
+		env = []string{"GOFLAGS=" + strings.TrimSpace(os.Getenv("GOFLAGS")+" -buildvcs=true")}
 	}
-	return build(dir, nil, pkgs...)
+	args := []string{"build"}
+	if len(o.Tags) > 0 {
+		args = append(args, "-tags", strings.Join(o.Tags, ","))
+	}
+	return build(dir, env, append(args, "-o", dir+string(filepath.Separator)), pkgs...)
 }
 
 func inGitWorkTree() bool {
@@ -42,20 +83,13 @@ func inGitWorkTree() bool {
 	return err == nil && strings.TrimSpace(string(out)) == "true"
 }
 
-// BuildVCS is Build with the VCS stamp forced on (-buildvcs=true, over a
-// GOFLAGS=-buildvcs=false of the caller's), for tests of what tells one
-// rdmanet build from another: the binaries carry vcs.revision.
-func BuildVCS(dir string, pkgs ...string) error {
-	return build(dir, []string{"GOFLAGS=" + strings.TrimSpace(os.Getenv("GOFLAGS")+" -buildvcs=true")}, pkgs...)
-}
-
-func build(dir string, env []string, pkgs ...string) error {
-	cmd := exec.Command("go", append([]string{"build", "-o", dir + string(filepath.Separator)}, pkgs...)...)
+func build(dir string, env, args []string, pkgs ...string) error {
+	cmd := exec.Command("go", append(args, pkgs...)...)
 	if env != nil {
 		cmd.Env = append(os.Environ(), env...)
 	}
 	if out, err := cmd.CombinedOutput(); err != nil {
-		return fmt.Errorf("go build %v: %v\n%s", pkgs, err, out)
+		return fmt.Errorf("go %s %v: %w\n%s", strings.Join(args[:len(args)-2], " "), pkgs, err, out)
 	}
 	for _, p := range pkgs {
 		if p == IPAM {

@@ -11,6 +11,7 @@ import (
 
 	"github.com/containernetworking/cni/pkg/types"
 
+	"github.com/rdmanet/rdmanet/internal/cni/confkeys"
 	"github.com/rdmanet/rdmanet/internal/sysfs"
 )
 
@@ -88,4 +89,12 @@ func ParseLoose(stdin []byte) (*Config, error) {
 			Fix:  "the device plugin pool must hand out PCI addresses; check its config", Err: ErrBadDeviceID}
 	}
 	return c, nil
+}
+
+// UnknownKeys returns a finding per top-level key of the config that the
+// plugin does not read (nil for a config that is not a JSON object: Parse
+// reports that). Pure; ADD logs them as warnings.
+func UnknownKeys(stdin []byte) []confkeys.Finding {
+	f, _ := confkeys.RDMA.CheckJSON(stdin)
+	return f
 }

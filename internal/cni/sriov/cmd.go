@@ -20,8 +20,10 @@ var Versions = version.PluginSupports("0.3.1", "0.4.0", "1.0.0", "1.1.0")
 const About = "sriov CNI plugin (rdmanet): moves an allocated SR-IOV VF into the pod and restores it on DEL"
 
 // FromEnv builds the plugin for a CNI invocation from the process
-// environment (RDMANET_SYSFS_ROOT, RDMANET_CNI_STATE_DIR, RDMANET_NETOPS,
-// RDMANET_NETOPS_STATE, RDMANET_CNI_FAULT).
+// environment (RDMANET_SYSFS_ROOT, RDMANET_CNI_STATE_DIR, and the test
+// switches RDMANET_NETOPS, RDMANET_NETOPS_STATE, RDMANET_CNI_FAULT, which
+// only a -tags rdmanet_testhooks build honours: see netops.FromEnv).
+// Warnings (test switches this build ignores) go to stderr, the CNI log.
 func FromEnv(getenv func(string) string) (*Plugin, error) {
 	if getenv == nil {
 		getenv = os.Getenv
@@ -31,14 +33,18 @@ func FromEnv(getenv func(string) string) (*Plugin, error) {
 		return nil, err
 	}
 	stateDir := netops.PluginStateDir(getenv, "sriov", DefaultStateDir)
-	return &Plugin{
+	p := &Plugin{
 		Sysfs:    sysfs.New(getenv(netops.EnvSysfsRoot)),
 		VF:       ops.VF,
 		IPAM:     ExecIPAM{},
 		StateDir: stateDir,
 		Fault:    netops.FailpointFromEnv(getenv, "sriov"),
 		Warnf:    func(f string, a ...any) { fmt.Fprintf(os.Stderr, f+"\n", a...) },
-	}, nil
+	}
+	for _, w := range ops.Warnings {
+		p.warnf("sriov: %s", w)
+	}
+	return p, nil
 }
 
 // Funcs adapts the plugin (or the error building it) to skel.
@@ -61,12 +67,28 @@ func Run(cmd string, args *skel.CmdArgs, getenv func(string) string, ipam IPAM) 
 	return p.Run(cmd, args)
 }
 
-// Run runs one CNI verb and returns what the binary prints on stdout.
+// Run runs one CNI verb and returns what the binary prints on stdout. An
+// ADD first warns (CNI log) about every config key the plugin does not read.
 func (p *Plugin) Run(cmd string, a *skel.CmdArgs) ([]byte, error) {
+	if cmd == "ADD" {
+		p.warnUnknownKeys(a)
+	}
 	return verbs.Verbs{
 		Add:        func(a *skel.CmdArgs) (types.Result, error) { return p.Add(a) },
 		Del:        p.Del,
 		Check:      p.Check,
 		CNIVersion: func(stdin []byte) string { c, _ := ParseLoose(stdin); return c.CNIVersion },
 	}.Run(cmd, a)
+}
+
+// warnUnknownKeys logs a warning per key of the config that the plugin does
+// not read, with the key probably meant (`vlan_id` → `vlan`).
+func (p *Plugin) warnUnknownKeys(a *skel.CmdArgs) {
+	name := ""
+	if c, err := ParseLoose(a.StdinData); err == nil {
+		name = c.Name
+	}
+	for _, f := range UnknownKeys(a.StdinData) {
+		p.warnf("%s (network %q, container %s); the upstream SR-IOV CNI keys are listed in docs/cni.md", f, name, a.ContainerID)
+	}
 }

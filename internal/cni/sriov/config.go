@@ -15,6 +15,7 @@ import (
 
 	"github.com/containernetworking/cni/pkg/types"
 
+	"github.com/rdmanet/rdmanet/internal/cni/confkeys"
 	"github.com/rdmanet/rdmanet/internal/sysfs"
 )
 
@@ -238,4 +239,12 @@ func onOff(v, field string, sentinel error) (*bool, error) {
 	}
 	return nil, cfgErr(sentinel, field, fmt.Sprintf("%q", v), `must be "on" or "off"`,
 		fmt.Sprintf(`write "on" or "off" (a string), or drop %s to keep the VF's setting`, field))
+}
+
+// UnknownKeys returns a finding per top-level key of the config that the
+// plugin does not read (nil for a config that is not a JSON object: Parse
+// reports that). Pure; ADD logs them as warnings.
+func UnknownKeys(stdin []byte) []confkeys.Finding {
+	f, _ := confkeys.SRIOV.CheckJSON(stdin)
+	return f
 }
