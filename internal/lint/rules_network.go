@@ -40,6 +40,7 @@ func (c *checker) checkNADs() {
 			return f
 		}
 		for _, p := range n.Config.Plugins {
+			c.checkCNIKeys(n, p, field) // RDMA029
 			switch p.Type {
 			case "sriov", "ib-sriov", "rdma":
 				for _, k := range []string{"deviceID", "pciBusID"} {
