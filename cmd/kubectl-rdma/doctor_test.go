@@ -22,10 +22,11 @@ func doctorHost(t *testing.T) (root string, node *sysfsfixture.Standard) {
 		t.Fatal(err)
 	}
 	files := map[string]string{
-		"proc/self/limits":    "Limit                     Soft Limit           Hard Limit           Units     \nMax locked memory         unlimited            unlimited            bytes     \n",
-		"proc/self/status":    "Name:\tpython\nCapEff:\t00000000a80465fb\n",
-		"proc/self/net/route": "Iface\tDestination\tGateway \tFlags\tRefCnt\tUse\tMetric\tMask\t\tMTU\tWindow\tIRTT\neno1\t00000000\t0100A8C0\t0003\t0\t0\t0\t00000000\t0\t0\t0\n",
-		"pod.env":             "# kubectl exec … -- env\nNCCL_IB_HCA=mlx5_1\nNCCL_SOCKET_IFNAME=eth9\nHOSTNAME=face-trainer-0\n",
+		"proc/self/limits":      "Limit                     Soft Limit           Hard Limit           Units     \nMax locked memory         unlimited            unlimited            bytes     \n",
+		"proc/self/status":      "Name:\tpython\nCapEff:\t00000000a80465fb\n",
+		"proc/self/net/route":   "Iface\tDestination\tGateway \tFlags\tRefCnt\tUse\tMetric\tMask\t\tMTU\tWindow\tIRTT\neno1\t00000000\t0100A8C0\t0003\t0\t0\t0\t00000000\t0\t0\t0\n",
+		"pod.env":               "# kubectl exec … -- env\nNCCL_IB_HCA=mlx5_1\nNCCL_SOCKET_IFNAME=eth9\nHOSTNAME=face-trainer-0\n",
+		"other/bin/whereabouts": "#!/bin/sh\n# another project's whereabouts\n",
 	}
 	for i := 0; i < 28; i++ {
 		files["dev/infiniband/uverbs"+strconv.Itoa(i)] = ""
@@ -60,7 +61,7 @@ func runDoctor(t *testing.T, environ []string, args ...string) (int, string, str
 
 func TestDoctorCLI(t *testing.T) {
 	root, std := doctorHost(t)
-	paths := []string{"--sysfs-root", root + "/sys", "--proc-root", root + "/proc", "--dev-root", root + "/dev"}
+	paths := []string{"--sysfs-root", root + "/sys", "--proc-root", root + "/proc", "--dev-root", root + "/dev", "--cni-bin-dir", root + "/opt/cni/bin"}
 	hostEnv := []string{"NCCL_IB_HCA==mlx5_1", "NCCL_SOCKET_IFNAME=enp65s0f0np0", "NCCL_IB_GID_INDEX=3", "HOME=/root"}
 	for _, tc := range []struct {
 		name    string
@@ -75,13 +76,14 @@ func TestDoctorCLI(t *testing.T) {
 			"mlx5_1 port 1 ==> enp65s0f0np0 (Up)",
 			"mlx5_1  1     3      0000:0000:0000:0000:0000:ffff:0a00:0164  10.0.1.100     v2   enp65s0f0np0",
 			"\nNCCL\n", "  PASS  nccl-gid-index ",
-			"PASS: 27 pass, 0 warn, 0 fail",
+			"PASS: 28 pass, 0 warn, 0 fail",
 		}},
 		{name: "process env without NCCL_IB_HCA warns about the default route", environ: []string{"PATH=/bin"}, code: 0, stdout: []string{"WARN  default-route", "RDMA device mlx5_0 NCCL will also use"}},
 		{name: "wrong GID index fails", environ: hostEnv, args: []string{"--env", "NCCL_IB_GID_INDEX=0"}, code: 1, stdout: []string{"FAIL  nccl-gid-index", "fix: NCCL_IB_GID_INDEX=3"}},
 		{name: "pod env file", environ: hostEnv, args: []string{"--env-file", root + "/pod.env"}, code: 1, stdout: []string{"env " + root + "/pod.env", "NCCL_SOCKET_IFNAME=eth9 selects no interface here"}},
 		{name: "env file and --env", args: []string{"--env-file", root + "/pod.env", "--env", "NCCL_SOCKET_IFNAME=enp65s0f0np0"}, code: 0, stdout: []string{"env " + root + "/pod.env + --env", "NCCL_SOCKET_IFNAME=enp65s0f0np0 selects"}},
 		{name: "flag disagrees with kernel", environ: hostEnv, args: []string{"--rdma-netns-mode", "shared"}, code: 0, stdout: []string{"WARN  rdma-netns-mode", "disagrees"}},
+		{name: "another project's whereabouts warns", environ: hostEnv, args: []string{"--cni-bin-dir", root + "/other/bin"}, code: 0, stdout: []string{"WARN  whereabouts", "/other/bin/whereabouts is not rdmanet's"}},
 		{name: "VFs listed on request", environ: hostEnv, args: []string{"--vfs"}, code: 0, stdout: []string{"mlx5_27 port 1 ==> ibp193s0f0v7 (Up)"}},
 		{name: "check catalogue", args: []string{"--checks"}, code: 0, stdout: []string{"rdma-devices", "nccl-gid-index"}},
 		{name: "missing sysfs root", args: []string{"--sysfs-root", root + "/nope"}, code: 2, stderr: "sysfs root"},

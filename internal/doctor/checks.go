@@ -26,6 +26,7 @@ func Run(in *Input) *Report {
 	c.memlock()
 	c.route()
 	c.nccl()
+	c.cni()
 	rep := &Report{Checks: c.out, Node: nodeView(in)}
 	for _, ch := range rep.Checks {
 		switch ch.Status {
@@ -956,4 +957,24 @@ func natLess(a, b string) bool {
 		return x < y
 	}
 	return a < b
+}
+
+// cni: a whereabouts binary that is not rdmanet's serves every NAD of
+// "type": "whereabouts" with its own store (issue 13, defect 5).
+func (c *checker) cni() {
+	in := c.in
+	p := in.CNIBinDir + "/whereabouts"
+	switch {
+	case in.CNIBinDir == "":
+		c.add(IDWhereabouts, Pass, "CNI bin directory not checked (--cni-bin-dir is empty)", "")
+	case in.WhereaboutsErr != nil:
+		c.add(IDWhereabouts, Warn, "cannot check "+p+": "+in.WhereaboutsErr.Error(), "run doctor on the node, --cni-bin-dir=/opt/cni/bin")
+	case in.WhereaboutsOwner == "":
+		c.add(IDWhereabouts, Pass, "no whereabouts binary in "+in.CNIBinDir, "")
+	case in.WhereaboutsOwner == "rdmanet":
+		c.add(IDWhereabouts, Pass, p+" is rdmanet's rdmanet-ipam: NADs of \"type\": \"whereabouts\" use rdmanet-ipam", "")
+	default:
+		c.add(IDWhereabouts, Warn, p+" is not rdmanet's ("+in.WhereaboutsOwner+"): NADs of \"type\": \"whereabouts\" use it and its own store, not rdmanet-ipam; rdmanet-install leaves it in place",
+			"use \"type\": \"rdmanet-ipam\" in the NADs meant for rdmanet, or migrate (docs/deploy.md \"Migrating from Whereabouts\")")
+	}
 }

@@ -42,10 +42,11 @@ const (
 	SecMemlock = "memlock"
 	SecRoute   = "route"
 	SecNCCL    = "nccl"
+	SecCNI     = "cni"
 )
 
 // Sections lists the sections in report order.
-var Sections = []string{SecDevices, SecLink, SecNetns, SecSRIOV, SecGID, SecDev, SecMemlock, SecRoute, SecNCCL}
+var Sections = []string{SecDevices, SecLink, SecNetns, SecSRIOV, SecGID, SecDev, SecMemlock, SecRoute, SecNCCL, SecCNI}
 
 // CheckInfo describes a check of the catalogue.
 type CheckInfo struct {
@@ -74,6 +75,7 @@ const (
 	IDNCCLIBHCA     = "nccl-ib-hca"
 	IDNCCLSocketIf  = "nccl-socket-ifname"
 	IDNCCLGIDIndex  = "nccl-gid-index"
+	IDWhereabouts   = "whereabouts"
 )
 
 // Catalogue lists every check, in report order.
@@ -96,6 +98,7 @@ var Catalogue = []CheckInfo{
 	{IDNCCLIBHCA, SecNCCL, "NCCL_IB_HCA selects existing RDMA devices and ports"},
 	{IDNCCLSocketIf, SecNCCL, "NCCL_SOCKET_IFNAME selects an existing, up interface"},
 	{IDNCCLGIDIndex, SecNCCL, "NCCL_IB_GID_INDEX is the RoCEv2 IPv4 index of the selected RoCE ports"},
+	{IDWhereabouts, SecCNI, "the node's CNI whereabouts binary, if any, is rdmanet's rdmanet-ipam (another one serves \"type\": \"whereabouts\" NADs with its own store)"},
 }
 
 // Input is everything the checks look at. Gather fills it from the live
@@ -131,6 +134,13 @@ type Input struct {
 	// Env holds the NCCL_* variables checked; EnvSource says whose they are.
 	Env       map[string]string
 	EnvSource string
+
+	// CNIBinDir is the node's CNI bin directory ("" = not checked);
+	// WhereaboutsOwner says whose whereabouts binary is there ("" none,
+	// "rdmanet", or the other binary's description: install.WhereaboutsOwner).
+	CNIBinDir        string
+	WhereaboutsOwner string
+	WhereaboutsErr   error
 }
 
 // Memlock is RLIMIT_MEMLOCK.

@@ -358,6 +358,15 @@ func TestChecks(t *testing.T) {
 		{name: "NCCL_SOCKET_IFNAME exclusion", id: doctor.IDNCCLSocketIf, setup: env("NCCL_SOCKET_IFNAME", "^eno,enp65s0f0v"), want: doctor.Pass, msg: "selects enp65s0f0np0, ens1f0, ens8f0np0"},
 		{name: "NCCL_SOCKET_IFNAME unset", id: doctor.IDNCCLSocketIf, setup: env("NCCL_SOCKET_IFNAME", "<unset>"), want: doctor.Pass, msg: "unset"},
 		{name: "NCCL_SOCKET_IFNAME missing interface", id: doctor.IDNCCLSocketIf, setup: env("NCCL_SOCKET_IFNAME", "=net1"), want: doctor.Fail, msg: "NCCL_SOCKET_IFNAME==net1 selects no interface here"},
+
+		{name: "whereabouts not checked", id: doctor.IDWhereabouts, want: doctor.Pass, msg: "not checked"},
+		{name: "no whereabouts binary", id: doctor.IDWhereabouts, setup: func(t *testing.T, h *host) {
+			h.opts.CNIBinDir = filepath.Join(h.root, "opt/cni/bin")
+		}, want: doctor.Pass, msg: "no whereabouts binary in"},
+		{name: "another project's whereabouts", id: doctor.IDWhereabouts, setup: func(t *testing.T, h *host) {
+			h.opts.CNIBinDir = filepath.Join(h.root, "opt/cni/bin")
+			write(t, filepath.Join(h.opts.CNIBinDir, "whereabouts"), "#!/bin/sh\nexec /usr/bin/whereabouts-real\n")
+		}, want: doctor.Warn, msg: "whereabouts is not rdmanet's (not a Go binary"},
 		{name: "NCCL_SOCKET_IFNAME names an RDMA device", id: doctor.IDNCCLSocketIf, setup: env("NCCL_SOCKET_IFNAME", "mlx5_1"), want: doctor.Fail, msg: "names the RDMA device mlx5_1"},
 		{name: "NCCL_SOCKET_IFNAME interface down", fresh: true, id: doctor.IDNCCLSocketIf, setup: func(t *testing.T, h *host) {
 			if err := h.node.SetOperState("enp65s0f0np0", "down"); err != nil {

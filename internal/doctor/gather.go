@@ -12,6 +12,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/rdmanet/rdmanet/internal/install"
 	"github.com/rdmanet/rdmanet/internal/inventory"
 )
 
@@ -33,6 +34,9 @@ type GatherOptions struct {
 	Env         map[string]string
 	EnvSource   string
 	TrainingIfs []string
+	// CNIBinDir is the node's CNI bin directory, whose whereabouts binary is
+	// checked; "" skips the check.
+	CNIBinDir string
 }
 
 // Gather reads the system into an Input. It fails only when the sysfs root
@@ -88,6 +92,10 @@ func Gather(o GatherOptions) (*Input, error) {
 	in.DevNodes, in.DevListErr = readDevNodes(o.DevRoot)
 	in.Memlock = readMemlock(o.ProcRoot, o.PID)
 	in.Caps = readCaps(o.ProcRoot, o.PID)
+	if o.CNIBinDir != "" {
+		in.CNIBinDir = o.CNIBinDir
+		in.WhereaboutsOwner, in.WhereaboutsErr = install.WhereaboutsOwner(o.CNIBinDir)
+	}
 	return in, nil
 }
 
