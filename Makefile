@@ -5,13 +5,17 @@ BIN ?= $(CURDIR)/bin
 # VCS-stamped binaries (when built from a git work tree) let rdmanet-daemon
 # prove a plugin file is its own build and run it in-process.
 export GOFLAGS ?= -buildvcs=auto
+# Every binary reports VERSION (internal/version): `<binary> --version`.
+VERSION := $(shell cat $(CURDIR)/VERSION)
+LDFLAGS ?= -X github.com/rdmanet/rdmanet/internal/version.Version=$(VERSION)
+GO_BUILD_FLAGS ?= -ldflags '$(LDFLAGS)'
 
 .PHONY: all build test test-prereqs demo
 all: build
 
 build::
 	@mkdir -p $(BIN)
-	$(GO) build -o $(BIN)/ ./cmd/...
+	$(GO) build $(GO_BUILD_FLAGS) -o $(BIN)/ ./cmd/...
 
 # Components add prerequisites (tool builds, plugin binaries) with `test-prereqs::` in mk/*.mk.
 test-prereqs:: build
