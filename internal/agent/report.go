@@ -43,7 +43,11 @@ func NewReport(s *Snapshot) Report {
 	for _, f := range s.Node.Functions {
 		r.Node.RDMADevices += len(f.RDMA)
 		if f.DefaultRoute {
-			r.Node.DefaultRoute = append(r.Node.DefaultRoute, fmt.Sprintf("%s (%s)", f.BDF, f.Netdev()))
+			d := fmt.Sprintf("%s (%s)", f.BDF, f.Netdev())
+			if f.DefaultRouteVia != "" {
+				d = fmt.Sprintf("%s (%s, under %s)", f.BDF, f.Netdev(), f.DefaultRouteVia)
+			}
+			r.Node.DefaultRoute = append(r.Node.DefaultRoute, d)
 		}
 	}
 	return r

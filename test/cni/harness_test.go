@@ -188,7 +188,8 @@ func (n *node) rdmaDev(t testing.TB, i int) string {
 	return d
 }
 
-// allocations returns container ID -> IPs held in the IPAM store.
+// allocations returns container ID -> IPs held in the IPAM store for pods
+// (reservations such as a network's gateway are left out).
 func (n *node) allocations(t testing.TB) map[string][]string {
 	t.Helper()
 	out := map[string][]string{}
@@ -204,6 +205,7 @@ func (n *node) allocations(t testing.TB) map[string][]string {
 			Spec struct {
 				Allocations map[string]struct {
 					ContainerID string `json:"containerID"`
+					Reserved    string `json:"reserved"` // a gateway's reservation, not a pod's
 				} `json:"allocations"`
 			} `json:"spec"`
 		} `json:"blocks"`
@@ -213,7 +215,9 @@ func (n *node) allocations(t testing.TB) map[string][]string {
 	}
 	for _, bl := range f.Blocks {
 		for ip, a := range bl.Spec.Allocations {
-			out[a.ContainerID] = append(out[a.ContainerID], ip)
+			if a.Reserved == "" {
+				out[a.ContainerID] = append(out[a.ContainerID], ip)
+			}
 		}
 	}
 	return out

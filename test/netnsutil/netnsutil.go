@@ -7,8 +7,9 @@
 // of the namespace the test process runs in.
 //
 // Namespaces need root (CAP_SYS_ADMIN + CAP_NET_ADMIN). RequireRoot skips a
-// test without it, or fails it when RDMANET_REQUIRE_NETNS=1 (set that in CI,
-// which runs as root, so that the netns tier cannot silently vanish).
+// test without it on a developer's machine, and fails it in CI (CI=true) or
+// with RDMANET_REQUIRE_NETNS=1, so that the netns tier cannot silently
+// vanish (test/tier).
 package netnsutil
 
 import (
@@ -22,13 +23,14 @@ import (
 	"github.com/containernetworking/plugins/pkg/testutils"
 
 	"github.com/rdmanet/rdmanet/internal/netops"
+	"github.com/rdmanet/rdmanet/test/tier"
 )
 
-// EnvRequire makes RequireRoot fail instead of skip.
-const EnvRequire = "RDMANET_REQUIRE_NETNS"
+// EnvRequire makes RequireRoot fail instead of skip (as CI=true does).
+const EnvRequire = tier.EnvRequire
 
-// RequireRoot skips (or, with RDMANET_REQUIRE_NETNS=1, fails) t when the
-// process cannot create network namespaces.
+// RequireRoot skips (or, in CI or with RDMANET_REQUIRE_NETNS=1, fails) t
+// when the process cannot create network namespaces.
 func RequireRoot(t testing.TB) {
 	t.Helper()
 	reason := ""
@@ -40,13 +42,9 @@ func RequireRoot(t testing.TB) {
 		n.Close()
 		_ = testutils.UnmountNS(n)
 	}
-	if reason == "" {
-		return
+	if reason != "" {
+		tier.Unavailable(t, "netns", reason)
 	}
-	if os.Getenv(EnvRequire) == "1" {
-		t.Fatalf("netns tier: %s (%s=1 forbids skipping)", reason, EnvRequire)
-	}
-	t.Skip(reason)
 }
 
 // NewNS creates a named network namespace (under /run/netns) removed at cleanup.
