@@ -205,7 +205,7 @@ func Run(ctx context.Context, cfg Config) (results []Result, err error) {
 	// Phase 1: the agent in exclusive RDMA netns mode.
 	if want[RowExclusive] || (want[RowPlain] && !want[RowShared] && !want[RowMultus]) {
 		if want[RowExclusive] {
-			if err := e.setAgentMode(ctx, ModeExclusive, VFResource); err != nil {
+			if err := e.setAgentMode(ctx, ModeExclusive); err != nil {
 				return nil, err
 			}
 			if err := e.applyExclusiveNAD(ctx); err != nil {
@@ -218,7 +218,7 @@ func Run(ctx context.Context, cfg Config) (results []Result, err error) {
 	}
 	// Phase 2: shared mode, rdmanet then Multus + Whereabouts on the same pods.
 	if want[RowShared] || want[RowMultus] {
-		if err := e.setAgentMode(ctx, ModeShared, SharedResource); err != nil {
+		if err := e.setAgentMode(ctx, ModeShared); err != nil {
 			return nil, err
 		}
 		if want[RowShared] {
@@ -610,9 +610,9 @@ func (e *env) free(ctx context.Context, res string) (free, alloc int64, err erro
 
 // setAgentMode makes the rdmanet agent run with --rdma-netns-mode=mode (a
 // DaemonSet roll, as testShared does; on a real node the kernel reports the
-// mode) and waits until the node advertises res. The original mode is
-// restored at cleanup.
-func (e *env) setAgentMode(ctx context.Context, mode, res string) error {
+// mode) and waits until the node advertises the mode's pool. The original
+// mode is restored at cleanup.
+func (e *env) setAgentMode(ctx context.Context, mode string) error {
 	idx, cur, err := e.agentModeArg(ctx)
 	if err != nil {
 		return err
