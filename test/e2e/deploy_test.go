@@ -15,6 +15,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"log/slog"
 	"net/url"
 	"os"
 	"os/exec"
@@ -197,6 +198,10 @@ func TestDeployKustomization(t *testing.T) {
 	if len(k.Images) != 1 || k.Images[0].Name != "rdmanet/rdmanet" || k.Images[0].NewTag == "" {
 		t.Fatalf("kustomization images = %+v, want one entry for rdmanet/rdmanet with newTag", k.Images)
 	}
+	// make image tags the image with the version its binaries report: VERSION
+	if v, err := os.ReadFile(filepath.Join(dir, "..", "VERSION")); err != nil || strings.TrimSpace(string(v)) != k.Images[0].NewTag {
+		t.Errorf("kustomization newTag %q, VERSION %q (%v): make image builds rdmanet/rdmanet:<VERSION>", k.Images[0].NewTag, v, err)
+	}
 	want := "rdmanet/rdmanet:" + k.Images[0].NewTag
 	objs := loadDeploy(t)
 	ds := deployTyped[appsv1.DaemonSet](t, objs, "DaemonSet", "rdmanet-node")
@@ -354,8 +359,12 @@ func TestDeployNodeConfig(t *testing.T) {
 	if env["NODE_NAME"] != "spec.nodeName" || env["NODENAME"] != "spec.nodeName" {
 		t.Errorf("rdmanet-daemon env from the downward API: %v", env)
 	}
-	if p := daemon.ReadinessProbe; p == nil || p.Exec == nil || !slices.Equal(p.Exec.Command, []string{"test", "-S", conf.DaemonSocket}) {
-		t.Errorf("rdmanet-daemon readiness probe %+v does not test the config's daemonSocket %s", daemon.ReadinessProbe, conf.DaemonSocket)
+	// The probe is the daemon binary (no shell in the image) reading the
+	// daemon's own config, so it checks the config's daemonSocket
+	// (TestDeployBinaryFlags runs it).
+	if p := daemon.ReadinessProbe; p == nil || p.Exec == nil ||
+		!slices.Equal(p.Exec.Command, []string{daemon.Command[0], deployArg(t, daemon.Args, "--config"), "--probe"}) {
+		t.Errorf("rdmanet-daemon readiness probe %+v is not `rdmanet-daemon --config=<its config> --probe`", daemon.ReadinessProbe)
 	}
 	for _, a := range agent.Args {
 		if strings.HasPrefix(a, "--sysfs-root=") || strings.HasPrefix(a, "--proc-root=") {
@@ -406,6 +415,10 @@ func TestDeployBinaryFlags(t *testing.T) {
 			t.Fatalf("rdmanet-daemon %v --help: %v\n%s", c.Args, err, out)
 		}
 	})
+	t.Run("rdmanet-daemon readiness probe", func(t *testing.T) {
+		c := deployContainer(t, pod.Containers, "rdmanet-daemon")
+		probeDaemon(t, objs, c.ReadinessProbe.Exec.Command)
+	})
 	t.Run("rdmanet-agent", func(t *testing.T) {
 		dir := t.TempDir()
 		if err := pluginbin.Build(dir, "github.com/rdmanet/rdmanet/cmd/rdmanet-agent"); err != nil {
@@ -449,9 +462,9 @@ func deployName(prefix string) string {
 	return fmt.Sprintf("%s-%d-%d", prefix, time.Now().UnixNano()%1e6, deployUniq.Add(1))
 }
 
-// installNode runs the DaemonSet's installer script (the ConfigMap's
-// install.sh, as the init container runs it) in a temporary root, with the
-// e2e binaries as the image's and the given tokens as the Secrets'.
+// installNode runs the DaemonSet's installer (the init container's
+// rdmanet-install with its args, every path moved into a temporary root),
+// with the e2e binaries as the image's and the given tokens as the Secrets'.
 // It returns the CNI config dir it wrote.
 func installNode(t *testing.T, api *apiserver.Server, objs []deployObject, tokens map[string]string) string {
 	t.Helper()
@@ -476,35 +489,130 @@ func installNode(t *testing.T, api *apiserver.Server, objs []deployObject, token
 	}
 	confDir, cniBin := filepath.Join(root, "etc/cni/net.d"), filepath.Join(root, "opt/cni/bin")
 	init := deployTyped[appsv1.DaemonSet](t, objs, "DaemonSet", "rdmanet-node").Spec.Template.Spec.InitContainers
-	if len(init) != 1 || !slices.Equal(init[0].Command, []string{"/bin/sh", "/etc/rdmanet/node/install.sh"}) {
-		t.Fatalf("init containers %+v: want one running /etc/rdmanet/node/install.sh", init)
+	if len(init) != 1 || !slices.Equal(init[0].Command, []string{"/opt/rdmanet/bin/rdmanet-install"}) {
+		t.Fatalf("init containers %+v: want one running /opt/rdmanet/bin/rdmanet-install (the image has no shell)", init)
 	}
-	cmd := exec.Command("/bin/sh", filepath.Join(configDir, "install.sh"))
-	cmd.Env = append(os.Environ(), "SRC_DIR="+binDir, "CNI_BIN_DIR="+cniBin, "CNI_CONF_DIR="+confDir,
-		"CONFIG_DIR="+configDir, "TOKEN_DIR="+tokenDir, "KUBERNETES_SERVICE_HOST="+u.Hostname(), "KUBERNETES_SERVICE_PORT="+u.Port())
-	for _, e := range init[0].Env {
-		cmd.Env = append(cmd.Env, e.Name+"="+e.Value)
+	installer := t.TempDir()
+	if err := pluginbin.Build(installer, "github.com/rdmanet/rdmanet/cmd/rdmanet-install"); err != nil {
+		t.Fatal(err)
 	}
+	// every path flag moves into the temporary root; the host paths must be mounted
+	moved := map[string]string{"--src-dir": binDir, "--cni-bin-dir": cniBin, "--cni-conf-dir": confDir, "--config-dir": configDir, "--token-dir": tokenDir}
+	var args []string
+	for _, a := range init[0].Args {
+		k, v, _ := strings.Cut(a, "=")
+		if to, ok := moved[k]; ok {
+			switch k {
+			case "--src-dir": // the image's own directory
+			case "--token-dir": // the parent of the two token Secrets' mounts
+				mountedIn(t, init[0], k, v+"/daemon/token")
+				mountedIn(t, init[0], k, v+"/ipam/token")
+			default:
+				mountedIn(t, init[0], k, v)
+			}
+			a = k + "=" + to
+			delete(moved, k)
+		} else if strings.HasPrefix(v, "/") {
+			t.Fatalf("install-cni arg %s: a path this test does not move into its root", a)
+		}
+		args = append(args, a)
+	}
+	if len(moved) != 0 {
+		t.Fatalf("install-cni args %v do not set %v (the defaults would be used)", init[0].Args, moved)
+	}
+	if len(init[0].Env) != 0 {
+		t.Errorf("install-cni env %v: every setting is a flag", init[0].Env)
+	}
+	cmd := exec.Command(filepath.Join(installer, "rdmanet-install"), args...)
+	cmd.Env = append(os.Environ(), "KUBERNETES_SERVICE_HOST="+u.Hostname(), "KUBERNETES_SERVICE_PORT="+u.Port())
 	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("install.sh: %v\n%s", err, out)
+		t.Fatalf("rdmanet-install %v: %v\n%s", args, err, out)
+	} else if !bytes.Contains(out, []byte("rdmanet-install: done")) {
+		t.Fatalf("rdmanet-install printed no summary:\n%s", out)
 	}
 	for _, b := range []string{"rdmanet", "rdmanet-direct", "sriov", "rdma", "rdmanet-ipam", "whereabouts"} {
 		if st, err := os.Stat(filepath.Join(cniBin, b)); err != nil || st.Mode().Perm() != 0o755 {
-			t.Errorf("install.sh: %s/%s: %v %v", cniBin, b, st, err)
+			t.Errorf("rdmanet-install: %s/%s: %v %v", cniBin, b, st, err)
 		}
 	}
 	for _, f := range []string{"rdmanet.d/token", "rdmanet.d/rdmanet.kubeconfig", "rdmanet-ipam.d/token", "rdmanet-ipam.d/rdmanet-ipam.kubeconfig"} {
 		if st, err := os.Stat(filepath.Join(confDir, f)); err != nil || st.Mode().Perm() != 0o600 {
-			t.Errorf("install.sh: %s: %v %v, want mode 0600", f, st, err)
+			t.Errorf("rdmanet-install: %s: %v %v, want mode 0600", f, st, err)
 		}
 	}
 	if b, err := os.ReadFile(filepath.Join(confDir, "00-rdmanet.conf")); err != nil || string(b) != cm.Data["00-rdmanet.conf"] {
-		t.Errorf("install.sh: 00-rdmanet.conf = %q, %v", b, err)
+		t.Errorf("rdmanet-install: 00-rdmanet.conf = %q, %v", b, err)
 	}
 	if b, err := os.ReadFile(filepath.Join(confDir, "rdmanet-ipam.d/rdmanet-ipam.conf")); err != nil || string(b) != cm.Data["rdmanet-ipam.conf"] {
-		t.Errorf("install.sh: rdmanet-ipam.conf = %q, %v", b, err)
+		t.Errorf("rdmanet-install: rdmanet-ipam.conf = %q, %v", b, err)
 	}
 	return confDir
+}
+
+// deployArg returns the value of flag in args as "flag=value".
+func deployArg(t testing.TB, args []string, flag string) string {
+	t.Helper()
+	for _, a := range args {
+		if k, _, _ := strings.Cut(a, "="); k == flag {
+			return a
+		}
+	}
+	t.Fatalf("no %s in %v", flag, args)
+	return ""
+}
+
+// probeDaemon runs the readiness probe's command (the real rdmanet-daemon)
+// with its --config pointing at a copy of the ConfigMap's 00-rdmanet.conf
+// whose daemonSocket is in a temporary directory: not ready without a
+// daemon there, ready once a daemon answers on the socket.
+func probeDaemon(t *testing.T, objs []deployObject, command []string) {
+	t.Helper()
+	dir := t.TempDir()
+	var conf map[string]any
+	if err := json.Unmarshal([]byte(deployNodeConfig(t, objs, "00-rdmanet.conf")), &conf); err != nil {
+		t.Fatal(err)
+	}
+	sock := filepath.Join(dir, "daemon.sock")
+	conf["daemonSocket"] = sock
+	b, _ := json.Marshal(conf)
+	confFile := filepath.Join(dir, "00-rdmanet.conf")
+	writeFile(t, confFile, string(b), 0o644)
+	var args []string
+	for _, a := range command[1:] {
+		if strings.HasPrefix(a, "--config=") {
+			a = "--config=" + confFile
+		}
+		args = append(args, a)
+	}
+	probe := func() (int, string) {
+		out, err := exec.Command(filepath.Join(binDir, filepath.Base(command[0])), args...).CombinedOutput()
+		var ee *exec.ExitError
+		if errors.As(err, &ee) {
+			return ee.ExitCode(), string(out)
+		} else if err != nil {
+			t.Fatal(err)
+		}
+		return 0, string(out)
+	}
+	if code, out := probe(); code == 0 {
+		t.Fatalf("probe %v without a daemon: ready\n%s", args, out)
+	}
+	d := &meta.Daemon{Socket: sock, Log: slog.New(slog.DiscardHandler), Source: &meta.StaticSource{Dir: dir}}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- d.Serve(ctx) }()
+	t.Cleanup(func() { cancel(); <-done })
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		code, out := probe()
+		if code == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("probe %v with the daemon serving: exit %d\n%s", args, code, out)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
 }
 
 func writeFile(t testing.TB, path, content string, mode os.FileMode) {
