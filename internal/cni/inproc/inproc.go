@@ -31,6 +31,7 @@ import (
 	"github.com/containernetworking/cni/pkg/utils"
 	"github.com/containernetworking/cni/pkg/version"
 
+	"github.com/rdmanet/rdmanet/internal/cni/inproc/nsguard"
 	"github.com/rdmanet/rdmanet/internal/cni/rdma"
 	"github.com/rdmanet/rdmanet/internal/cni/sriov"
 	"github.com/rdmanet/rdmanet/internal/ipam"
@@ -208,8 +209,12 @@ func (e *Exec) run(ctx context.Context, path string, p Plugin, stdin []byte, env
 	name := filepath.Base(path)
 	defer func() {
 		if r := recover(); r != nil {
-			e.log().Error("in-process CNI plugin panicked", "plugin", path, "panic", r, "stack", string(debug.Stack()))
-			out, err = nil, &types.Error{Code: types.ErrInternal, Msg: fmt.Sprintf("CNI plugin %s (in-process) panicked: %v", name, r)}
+			value, stack := r, debug.Stack()
+			if np, ok := r.(*nsguard.Panic); ok { // raised in a netns callback: its own stack
+				value, stack = np.Value, np.Stack
+			}
+			e.log().Error("in-process CNI plugin panicked", "plugin", path, "panic", fmt.Sprint(value), "stack", string(stack))
+			out, err = nil, &types.Error{Code: types.ErrInternal, Msg: fmt.Sprintf("CNI plugin %s (in-process) panicked: %v", name, value)}
 		}
 	}()
 	var buf bytes.Buffer

@@ -13,6 +13,7 @@ import (
 	"github.com/containernetworking/cni/pkg/version"
 	"github.com/containernetworking/plugins/pkg/ns"
 
+	"github.com/rdmanet/rdmanet/internal/cni/inproc/nsguard"
 	"github.com/rdmanet/rdmanet/internal/cni/verbs"
 	"github.com/rdmanet/rdmanet/internal/netops"
 	"github.com/rdmanet/rdmanet/internal/sysfs"
@@ -143,12 +144,12 @@ func (p *Plugin) Add(args *skel.CmdArgs) (_ types.Result, err error) {
 	if err := p.checkExclusive(); err != nil {
 		return nil, err
 	}
-	podNS, err := ns.GetNS(args.Netns)
+	podNS, err := nsguard.GetNS(args.Netns)
 	if err != nil {
 		return nil, fmt.Errorf("open pod netns %q: %w", args.Netns, err)
 	}
 	defer podNS.Close()
-	hostNS, err := ns.GetCurrentNS()
+	hostNS, err := nsguard.GetCurrentNS()
 	if err != nil {
 		return nil, fmt.Errorf("open host netns: %w", err)
 	}
@@ -264,7 +265,7 @@ func (p *Plugin) Check(args *skel.CmdArgs) error {
 	if err := p.checkExclusive(); err != nil {
 		return err
 	}
-	podNS, err := ns.GetNS(args.Netns)
+	podNS, err := nsguard.GetNS(args.Netns)
 	if err != nil {
 		return fmt.Errorf("open pod netns %q: %w", args.Netns, err)
 	}

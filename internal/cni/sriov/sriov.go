@@ -17,6 +17,7 @@ import (
 	"github.com/containernetworking/plugins/pkg/ipam"
 	"github.com/containernetworking/plugins/pkg/ns"
 
+	"github.com/rdmanet/rdmanet/internal/cni/inproc/nsguard"
 	"github.com/rdmanet/rdmanet/internal/cni/verbs"
 	"github.com/rdmanet/rdmanet/internal/netops"
 	"github.com/rdmanet/rdmanet/internal/sysfs"
@@ -201,12 +202,12 @@ func (p *Plugin) Add(args *skel.CmdArgs) (_ *current.Result, err error) {
 	if err != nil {
 		return nil, err
 	}
-	podNS, err := ns.GetNS(args.Netns)
+	podNS, err := nsguard.GetNS(args.Netns)
 	if err != nil {
 		return nil, fmt.Errorf("open pod netns %q: %w", args.Netns, err)
 	}
 	defer podNS.Close()
-	hostNS, err := ns.GetCurrentNS()
+	hostNS, err := nsguard.GetCurrentNS()
 	if err != nil {
 		return nil, fmt.Errorf("open host netns: %w", err)
 	}
@@ -607,7 +608,7 @@ func (p *Plugin) Check(args *skel.CmdArgs) error {
 			return fmt.Errorf("IPAM plugin %q CHECK: %w", conf.IPAMType, err)
 		}
 	}
-	podNS, err := ns.GetNS(args.Netns)
+	podNS, err := nsguard.GetNS(args.Netns)
 	if err != nil {
 		return fmt.Errorf("open pod netns %q: %w", args.Netns, err)
 	}

@@ -7,6 +7,7 @@ import (
 
 	"github.com/containernetworking/plugins/pkg/ns"
 
+	"github.com/rdmanet/rdmanet/internal/cni/inproc/nsguard"
 	"github.com/rdmanet/rdmanet/internal/netops"
 )
 
@@ -40,14 +41,14 @@ func (s DelStep) Run() error {
 	} else if err != nil {
 		return err
 	}
-	hostNS, err := ns.GetCurrentNS()
+	hostNS, err := nsguard.GetCurrentNS()
 	if err != nil {
 		return fmt.Errorf("open host netns: %w", err)
 	}
 	defer hostNS.Close()
 	var podNS ns.NetNS
 	if s.Netns != "" {
-		n, err := ns.GetNS(s.Netns)
+		n, err := nsguard.GetNS(s.Netns)
 		switch {
 		case err == nil:
 			podNS = n
