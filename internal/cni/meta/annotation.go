@@ -65,6 +65,13 @@ var (
 // interface names net1, net2, … in order for entries that name none.
 // pod is namespace/name, used in errors.
 func ParseNetworks(value, podNamespace, pod string) ([]Selection, error) {
+	return parseNetworks(value, podNamespace, pod, nil)
+}
+
+// parseNetworks is ParseNetworks with interface names already taken (by
+// defaultNetworks): default names skip them, and an entry asking for one is
+// refused.
+func parseNetworks(value, podNamespace, pod string, reserved map[string]bool) ([]Selection, error) {
 	v := strings.TrimSpace(value)
 	if v == "" {
 		return nil, nil
@@ -162,8 +169,14 @@ func ParseNetworks(value, podNamespace, pod string) ([]Selection, error) {
 	// the pod chose itself
 	for _, s := range out {
 		if s.Interface != "" {
+			if reserved[s.Interface] {
+				return nil, fail("network %s asks for interface %q, which a network of the node's defaultNetworks has; pick another name", s.Key(), s.Interface)
+			}
 			used[s.Interface]++
 		}
+	}
+	for name := range reserved {
+		used[name]++
 	}
 	for i := range out {
 		if out[i].Interface != "" {
@@ -179,7 +192,7 @@ func ParseNetworks(value, podNamespace, pod string) ([]Selection, error) {
 		}
 	}
 	for name, n := range used {
-		if n > 1 {
+		if n > 1 && !reserved[name] {
 			return nil, fail("interface %q is requested more than once", name)
 		}
 	}
