@@ -9,6 +9,8 @@ import (
 	"flag"
 	"fmt"
 	"log/slog"
+	"net"
+	"net/http"
 	"os"
 	"os/signal"
 	"syscall"
@@ -16,6 +18,7 @@ import (
 
 	"github.com/rdmanet/rdmanet/internal/cni/inproc"
 	"github.com/rdmanet/rdmanet/internal/cni/meta"
+	"github.com/rdmanet/rdmanet/internal/cni/meta/metrics"
 	"github.com/rdmanet/rdmanet/internal/sockprobe"
 	"github.com/rdmanet/rdmanet/internal/version"
 )
@@ -33,6 +36,11 @@ func run() int {
 	statusWrite := fs.String("status-write", "async", "when the network-status annotation is written: \"async\" (after ADD has answered the runtime; transient API errors retried for up to 2m, cancelled by the container's DEL) or \"sync\" (before ADD answers; a failed write fails the ADD)")
 	probe := fs.Bool("probe", false, "readiness check (no shell in the image): exit 0 when the daemon answers on its socket (--socket, else the daemonSocket of --config, which is read), else 1")
 	inProcess := fs.Bool("in-process-plugins", true, "run rdmanet's own delegate plugins (sriov, rdma, rdmanet-ipam, also as whereabouts) inside the daemon instead of exec'ing them, when the file on the CNI path is the same rdmanet build as this daemon (same VCS revision or module version, per its Go build info); other plugins, other builds and unstamped builds always run as processes. --log-level=debug logs the decision per plugin file. false: every plugin runs as a process")
+	metricsAddr := fs.String("metrics-addr", "", "serve Prometheus metrics (DEL attempts and retries, pending DELs, recovered panics) on this address at /metrics, e.g. 127.0.0.1:9464; empty: off")
+	requestTimeout := fs.Duration("request-timeout", 0, "deadline of a call whose request carries none (a shim of an older release); 0: the config's addTimeout (ADD, CHECK, STATUS) or delTimeout (DEL). A shim of this release sends its own")
+	retryInterval := fs.Duration("del-retry-interval", meta.DefaultRetryInterval, "how often to look for DELs that left delegates behind (the cache's pending records) and retry those due")
+	retryBackoff := fs.Duration("del-retry-backoff", meta.DefaultRetryBackoff, "first delay before a pending DEL is retried, doubled per attempt up to --del-retry-max-backoff")
+	retryMaxBackoff := fs.Duration("del-retry-max-backoff", meta.DefaultRetryMaxBackoff, "longest delay between retries of a pending DEL (it is retried until it succeeds)")
 	fs.Usage = func() {
 		fmt.Fprintf(fs.Output(), "rdmanet-daemon keeps the meta CNI's state warm and serves the rdmanet shim.\n\nFlags:\n")
 		fs.PrintDefaults()
@@ -79,7 +87,26 @@ func run() int {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
-	d := &meta.Daemon{Socket: *socket, Log: log}
+	for _, w := range conf.Warnings {
+		log.Warn(w, "config", *confPath)
+	}
+	d := &meta.Daemon{Socket: *socket, Log: log, RequestTimeout: *requestTimeout,
+		Retry: conf, RetryInterval: *retryInterval, RetryBackoff: *retryBackoff, RetryMaxBackoff: *retryMaxBackoff}
+	if *metricsAddr != "" {
+		m := metrics.New()
+		d.Observer = m
+		lis, err := net.Listen("tcp", *metricsAddr)
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "rdmanet-daemon: --metrics-addr: %v\n", err)
+			return 2
+		}
+		mux := http.NewServeMux()
+		mux.Handle("/metrics", m.Handler())
+		srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+		go func() { _ = srv.Serve(lis) }()
+		defer srv.Close()
+		log.Info("serving metrics", "addr", lis.Addr().String())
+	}
 	if *inProcess {
 		d.Exec = inproc.New(log)
 	}
@@ -109,7 +136,7 @@ func run() int {
 	defer prc.Close()
 	d.Devices = prc
 	if *statusWrite == "async" {
-		d.AsyncStatus = &meta.StatusWriter{Source: d.Source, Log: log, Timeout: conf.APITimeoutDur}
+		d.AsyncStatus = &meta.StatusWriter{Source: d.Source, Log: log, Timeout: conf.APITimeoutDur, Observer: d.Observer}
 	}
 	log.Info("rdmanet-daemon serving", "socket", *socket, "node", *node, "source", conf.Source.Type, "status_write", *statusWrite, "in_process_plugins", *inProcess)
 	if err := d.Serve(ctx); err != nil {

@@ -50,7 +50,6 @@ func NewLogger(c *NetConf) (*slog.Logger, io.Closer) {
 // NewPlugin wires a Plugin from its config for a per-call invocation.
 func NewPlugin(c *NetConf, cniPath string, log *slog.Logger) (*Plugin, func(), error) {
 	p := &Plugin{Conf: c, Log: log, CNI: NewCNI(c, cniPath, nil)}
-	cleanup := func() {}
 	switch c.Source.Type {
 	case "static":
 		p.Source = &StaticSource{Dir: c.Source.Dir, StatusDir: c.Source.StatusDir}
@@ -66,8 +65,14 @@ func NewPlugin(c *NetConf, cniPath string, log *slog.Logger) (*Plugin, func(), e
 		return nil, nil, err
 	}
 	p.Devices = prc
-	cleanup = func() { _ = prc.Close() }
-	return p, cleanup, nil
+	return p, func() { _ = prc.Close() }, nil
+}
+
+// NewDelPlugin wires a Plugin for DEL and GC: they work from the cache
+// alone, so no API client or PodResources connection is made, and nothing
+// about the API's or the config's state can fail them.
+func NewDelPlugin(c *NetConf, cniPath string, log *slog.Logger) *Plugin {
+	return &Plugin{Conf: c, Log: log, CNI: NewCNI(c, cniPath, nil)}
 }
 
 func argsOf(a *skel.CmdArgs) Args {
@@ -81,6 +86,7 @@ func withPlugin(a *skel.CmdArgs, fn func(p *Plugin) error) error {
 	}
 	log, closer := NewLogger(c)
 	defer closer.Close()
+	logWarnings(log, c)
 	p, cleanup, err := NewPlugin(c, a.Path, log)
 	if err != nil {
 		log.Error("setup failed", "err", err)
@@ -93,6 +99,26 @@ func withPlugin(a *skel.CmdArgs, fn func(p *Plugin) error) error {
 		return asCNIError(err)
 	}
 	return nil
+}
+
+// withDelPlugin is withPlugin for DEL and GC (ParseDelConfig, NewDelPlugin).
+func withDelPlugin(a *skel.CmdArgs, fn func(p *Plugin) error) error {
+	c := ParseDelConfig(a.StdinData)
+	log, closer := NewLogger(c)
+	defer closer.Close()
+	logWarnings(log, c)
+	if err := fn(NewDelPlugin(c, a.Path, log)); err != nil {
+		log.Error("failed", "container", a.ContainerID, "err", err)
+		return asCNIError(err)
+	}
+	return nil
+}
+
+// logWarnings logs the config's warnings (unknown keys, ...).
+func logWarnings(log *slog.Logger, c *NetConf) {
+	for _, w := range c.Warnings {
+		log.Warn(w)
+	}
 }
 
 // asCNIError keeps the whole message: skel would otherwise print only an
@@ -114,7 +140,9 @@ func Main() {
 	skel.PluginMainFuncs(skel.CNIFuncs{
 		Add: func(a *skel.CmdArgs) error {
 			return withPlugin(a, func(p *Plugin) error {
-				res, err := p.Add(context.Background(), argsOf(a))
+				ctx, cancel := context.WithTimeout(context.Background(), p.Conf.AddTimeoutDur)
+				defer cancel()
+				res, err := p.Add(ctx, argsOf(a))
 				if err != nil {
 					return err
 				}
@@ -122,7 +150,10 @@ func Main() {
 			})
 		},
 		Del: func(a *skel.CmdArgs) error {
-			return withPlugin(a, func(p *Plugin) error { return p.Del(context.Background(), argsOf(a)) })
+			return withDelPlugin(a, func(p *Plugin) error { return p.Del(context.Background(), argsOf(a)) })
+		},
+		GC: func(a *skel.CmdArgs) error {
+			return withDelPlugin(a, func(p *Plugin) error { return p.GC(context.Background()) })
 		},
 		Check: func(a *skel.CmdArgs) error {
 			return withPlugin(a, func(p *Plugin) error { return p.Check(context.Background(), argsOf(a)) })

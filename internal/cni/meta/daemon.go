@@ -30,6 +30,21 @@ type Daemon struct {
 	// Exec runs the delegates' plugins (nil: as processes, as libcni does);
 	// rdmanet-daemon passes inproc's, which runs rdmanet's own in-process.
 	Exec invoke.Exec
+	// Observer counts DEL attempts, releases and recovered panics (the
+	// daemon's metrics); nil: logs only.
+	Observer Observer
+	// RequestTimeout is the deadline of a call whose request carries none
+	// (a shim of an older release); 0: the config's addTimeout (ADD, CHECK,
+	// STATUS) or delTimeout (DEL, GC).
+	RequestTimeout time.Duration
+	// Retry, when set, is the config whose pending DELs (its cniDir) the
+	// daemon retries every RetryInterval, each record with backoff
+	// (RetryBackoff doubling up to RetryMaxBackoff).
+	Retry                         *NetConf
+	RetryInterval                 time.Duration
+	RetryBackoff, RetryMaxBackoff time.Duration
+
+	warned sync.Map // config warnings already logged
 }
 
 // Limits of the daemon's socket server.
@@ -38,6 +53,11 @@ var (
 	RequestReadTimeout = 5 * time.Second
 	// DrainTimeout bounds how long a stopping daemon waits for calls in flight.
 	DrainTimeout = 30 * time.Second
+	// AnswerMargin is kept from a request's timeout for the answer to reach
+	// the shim before the shim stops waiting.
+	AnswerMargin = time.Second
+	// DefaultRetryInterval is how often the daemon looks for pending DELs.
+	DefaultRetryInterval = 5 * time.Second
 )
 
 // Serve listens on the socket until ctx ends, then waits (bounded by
@@ -61,6 +81,12 @@ func (d *Daemon) Serve(ctx context.Context) error {
 	}()
 	var inflight sync.WaitGroup
 	var serveErr error
+	retryDone := make(chan struct{})
+	if d.Retry != nil {
+		go func() { defer close(retryDone); d.retryLoop(ctx) }()
+	} else {
+		close(retryDone)
+	}
 	for {
 		c, err := lis.Accept()
 		if err != nil {
@@ -72,6 +98,11 @@ func (d *Daemon) Serve(ctx context.Context) error {
 		inflight.Add(1)
 		go func() {
 			defer inflight.Done()
+			defer func() {
+				if r := recover(); r != nil {
+					_ = recoverPanic(d.Log, d.Observer, "rdmanet daemon: connection", r)
+				}
+			}()
 			d.serveConn(c)
 		}()
 	}
@@ -88,15 +119,52 @@ func (d *Daemon) Serve(ctx context.Context) error {
 		d.AsyncStatus.Close(sctx)
 		cancel()
 	}
+	<-retryDone
 	return serveErr
 }
 
+// retryLoop retries pending DELs until ctx ends.
+func (d *Daemon) retryLoop(ctx context.Context) {
+	interval := d.RetryInterval
+	if interval <= 0 {
+		interval = DefaultRetryInterval
+	}
+	p := &Plugin{Conf: d.Retry, Log: d.Log.With("job", "del-retry"), Exec: d.Exec, CNI: NewCNI(d.Retry, "", d.Exec),
+		Observer: d.Observer, RetryBackoff: d.RetryBackoff, RetryMaxBackoff: d.RetryMaxBackoff}
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		d.retryOnce(ctx, p)
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+func (d *Daemon) retryOnce(ctx context.Context, p *Plugin) {
+	defer func() {
+		if r := recover(); r != nil {
+			_ = recoverPanic(d.Log, d.Observer, "rdmanet daemon: DEL retry", r)
+		}
+	}()
+	res, err := p.RetryPending(ctx, false)
+	if err != nil {
+		d.Log.Warn("pending DEL retries failed; retrying later", "pending", res.Pending, "retried", res.Retried, "released", res.Released, "err", err)
+	} else if res.Retried > 0 {
+		d.Log.Info("pending DELs retried", "pending", res.Pending, "retried", res.Retried, "released", res.Released)
+	}
+}
+
 // serveConn answers one call: read the request (the shim closes its write
-// side after it), run it, write the response.
+// side after it), run it, write the response. A panic anywhere in the call
+// becomes a CNI error for this call only.
 func (d *Daemon) serveConn(c net.Conn) {
 	defer c.Close()
+	received := time.Now()
 	var resp wire.Response
-	_ = c.SetReadDeadline(time.Now().Add(RequestReadTimeout))
+	_ = c.SetReadDeadline(received.Add(RequestReadTimeout))
 	var req wire.Request
 	switch err := wire.Read(c, &req); {
 	case err != nil:
@@ -109,10 +177,14 @@ func (d *Daemon) serveConn(c net.Conn) {
 	case req.Version != wire.Version:
 		resp.Error = types.NewError(types.ErrIncompatibleCNIVersion, fmt.Sprintf("rdmanet daemon speaks protocol v%d, the shim sent v%d; fix: install the rdmanet shim and daemon of one release", wire.Version, req.Version), "")
 	default:
-		// The call runs to completion even if the shim goes away: a
-		// half-done ADD must still roll back, a DEL must finish.
+		// The call runs to completion even if the shim goes away (a
+		// half-done ADD must still roll back, a DEL must finish), but not
+		// past its deadline: the shim's timeout, else RequestTimeout, else
+		// the config's. Delegate processes still running then are killed.
 		_ = c.SetReadDeadline(time.Time{})
-		res, err := d.Call(context.Background(), req)
+		ctx, cancel := d.requestContext(received, req)
+		res, err := d.safeCall(ctx, req)
+		cancel()
 		if err != nil {
 			resp.Error = asCNIError(err).(*types.Error)
 		} else {
@@ -130,14 +202,59 @@ func (d *Daemon) serveConn(c net.Conn) {
 	}
 }
 
+// requestContext is the call's context: with the shim's deadline (less
+// AnswerMargin) or RequestTimeout; without either, Call applies the
+// config's timeouts.
+func (d *Daemon) requestContext(received time.Time, req wire.Request) (context.Context, context.CancelFunc) {
+	switch {
+	case req.TimeoutMs > 0:
+		t := time.Duration(req.TimeoutMs)*time.Millisecond - AnswerMargin
+		t = max(t, AnswerMargin)
+		return context.WithDeadline(context.Background(), received.Add(t))
+	case d.RequestTimeout > 0:
+		return context.WithDeadline(context.Background(), received.Add(d.RequestTimeout))
+	}
+	return context.WithCancel(context.Background())
+}
+
+// safeCall is Call with a panic turned into this call's error (logged with
+// its stack). Panics inside network-namespace callbacks reach here too:
+// nsguard raises them again on this goroutine.
+func (d *Daemon) safeCall(ctx context.Context, req wire.Request) (res json.RawMessage, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			res, err = nil, recoverPanic(d.Log, d.Observer, fmt.Sprintf("rdmanet daemon: %s container %s", req.Command, req.ContainerID), r)
+		}
+	}()
+	return d.Call(ctx, req)
+}
+
 // Call runs one CNI verb with the daemon's warm state.
 func (d *Daemon) Call(ctx context.Context, req wire.Request) (json.RawMessage, error) {
-	conf, err := ParseConfig(req.Config)
-	if err != nil {
-		return nil, types.NewError(types.ErrInvalidNetworkConfig, err.Error(), "")
+	var conf *NetConf
+	switch req.Command {
+	case "DEL", "GC":
+		// DEL works from the cache; the config's state must not fail it
+		conf = ParseDelConfig(req.Config)
+	default:
+		var err error
+		if conf, err = ParseConfig(req.Config); err != nil {
+			return nil, types.NewError(types.ErrInvalidNetworkConfig, err.Error(), "")
+		}
 	}
-	p := &Plugin{Conf: conf, Source: d.Source, Devices: d.Devices, CNI: NewCNI(conf, req.Path, d.Exec), Log: d.Log.With("container", req.ContainerID), AsyncStatus: d.AsyncStatus}
+	for _, w := range conf.Warnings {
+		if _, seen := d.warned.LoadOrStore(w, true); !seen {
+			d.Log.Warn(w, "container", req.ContainerID)
+		}
+	}
+	p := &Plugin{Conf: conf, Source: d.Source, Devices: d.Devices, Exec: d.Exec, CNI: NewCNI(conf, req.Path, d.Exec), Log: d.Log.With("container", req.ContainerID),
+		AsyncStatus: d.AsyncStatus, Observer: d.Observer, RetryBackoff: d.RetryBackoff, RetryMaxBackoff: d.RetryMaxBackoff}
 	a := Args{ContainerID: req.ContainerID, Netns: req.Netns, IfName: req.IfName, Args: req.Args, Path: req.Path}
+	if _, ok := ctx.Deadline(); !ok && req.Command != "DEL" && req.Command != "GC" {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, conf.AddTimeoutDur)
+		defer cancel()
+	}
 	switch req.Command {
 	case "ADD":
 		res, err := p.Add(ctx, a)
@@ -147,6 +264,8 @@ func (d *Daemon) Call(ctx context.Context, req wire.Request) (json.RawMessage, e
 		return json.Marshal(res)
 	case "DEL":
 		return nil, p.Del(ctx, a)
+	case "GC":
+		return nil, p.GC(ctx)
 	case "CHECK":
 		return nil, p.Check(ctx, a)
 	case "STATUS":

@@ -4,16 +4,32 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"net"
+	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
+	"sync"
+	"syscall"
 	"testing"
 	"time"
 
+	"github.com/containernetworking/cni/pkg/types"
+	"github.com/containernetworking/cni/pkg/version"
+	"github.com/containernetworking/plugins/pkg/ns"
+
+	"github.com/rdmanet/rdmanet/internal/cni/inproc/nsguard"
 	"github.com/rdmanet/rdmanet/internal/cni/meta/wire"
+	"github.com/rdmanet/rdmanet/test/netnsutil"
+	"github.com/rdmanet/rdmanet/test/pluginbin"
 )
+
+// testPluginPkg is the configurable test delegate (failing DEL, slow ADD).
+const testPluginPkg = "github.com/rdmanet/rdmanet/internal/cni/meta/testplugin"
 
 // call sends raw bytes to the daemon as the shim does (write, close the
 // write side) and decodes the answer.
@@ -92,6 +108,170 @@ func TestDaemonProtocol(t *testing.T) {
 					t.Errorf("message %q lacks %q", r.Error.Msg, w)
 				}
 			}
+		})
+	}
+}
+
+// startDaemon serves d on a socket in dir until the test ends.
+func startDaemon(t *testing.T, d *Daemon) string {
+	t.Helper()
+	if d.Socket == "" {
+		d.Socket = filepath.Join(t.TempDir(), "d.sock")
+	}
+	if d.Log == nil {
+		d.Log = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- d.Serve(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("Serve: %v", err)
+		}
+	})
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		if c, err := net.Dial("unix", d.Socket); err == nil {
+			c.Close()
+			return d.Socket
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("daemon socket did not come up")
+		}
+	}
+}
+
+// panicExec is a delegate runner that panics: on the calling goroutine, or
+// inside a network-namespace callback (which ns.Do runs on a goroutine of
+// its own), the way an in-process plugin's bug would.
+type panicExec struct{ inNetns bool }
+
+func (e panicExec) ExecPlugin(context.Context, string, []byte, []string) ([]byte, error) {
+	if e.inNetns {
+		n, err := nsguard.GetCurrentNS()
+		if err != nil {
+			return nil, err
+		}
+		defer n.Close()
+		return nil, n.Do(func(ns.NetNS) error { panic("boom in a netns callback") })
+	}
+	panic("boom")
+}
+
+func (panicExec) FindInPath(plugin string, _ []string) (string, error) { return "/opt/" + plugin, nil }
+func (panicExec) Decode([]byte) (version.PluginInfo, error)            { return version.All, nil }
+
+// TestDaemonRecoversPanics: a panic while serving one call — also one
+// inside a netns callback on its own goroutine — is that call's CNI error
+// (code 999, the stack in the log), and the daemon serves the next call
+// (defect 12).
+func TestDaemonRecoversPanics(t *testing.T) {
+	netnsutil.RequireRoot(t) // entering a network namespace
+	dir := t.TempDir()
+	def := filepath.Join(dir, "default.conflist")
+	if err := os.WriteFile(def, []byte(`{"cniVersion":"1.0.0","name":"cluster","plugins":[{"type":"buggy"}]}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	conf := `{"cniVersion":"1.0.0","name":"rdmanet","type":"rdmanet","clusterNetwork":"` + def + `","cniDir":"` + filepath.Join(dir, "cni") + `","source":{"type":"static","dir":"` + dir + `"}}`
+	tests := []struct {
+		name    string
+		inNetns bool
+		want    string
+	}{
+		{name: "panic on the call's goroutine", want: "boom"},
+		{name: "panic inside a netns callback", inNetns: true, want: "boom in a netns callback"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			var logBuf syncBuffer
+			sock := startDaemon(t, &Daemon{Source: &StaticSource{Dir: dir, StatusDir: dir}, Exec: panicExec{inNetns: tc.inNetns},
+				Log: slog.New(slog.NewTextHandler(&logBuf, nil))})
+			for i := 0; i < 2; i++ { // the daemon is still there for the second call
+				b, err := json.Marshal(wire.Request{Version: wire.Version, Command: "ADD", ContainerID: fmt.Sprintf("c%d", i), Netns: "/proc/self/ns/net", IfName: "eth0",
+					Path: "/opt", Config: json.RawMessage(conf)})
+				if err != nil {
+					t.Fatal(err)
+				}
+				r := call(t, sock, b)
+				if r.Error == nil || r.Error.Code != types.ErrInternal || !strings.Contains(r.Error.Msg, "panic: "+tc.want) || !strings.Contains(r.Error.Msg, fmt.Sprintf("container c%d", i)) {
+					t.Fatalf("call %d: answer %+v, want code 999 naming the panic %q and the container", i, r.Error, tc.want)
+				}
+			}
+			if log := logBuf.String(); !strings.Contains(log, "panic recovered") || !strings.Contains(log, "panicExec") {
+				t.Fatalf("the log lacks the panic and its stack:\n%s", log)
+			}
+		})
+	}
+}
+
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) { s.mu.Lock(); defer s.mu.Unlock(); return s.b.Write(p) }
+func (s *syncBuffer) String() string              { s.mu.Lock(); defer s.mu.Unlock(); return s.b.String() }
+
+// TestDaemonRequestDeadline: a call runs under the deadline the shim sends
+// (or, without one, the config's addTimeout): a delegate process still
+// running then is killed and the ADD fails, instead of the call running
+// with no limit (defect 12).
+func TestDaemonRequestDeadline(t *testing.T) {
+	netnsutil.RequireRoot(t)
+	bin, err := pluginbin.TempDir("rdmanet-meta-deadline-", testPluginPkg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(bin) })
+	pod := netnsutil.NewNS(t)
+	tests := []struct {
+		name       string
+		timeoutMs  int64
+		addTimeout string
+	}{
+		{name: "deadline sent by the shim", timeoutMs: 2000},
+		{name: "config's addTimeout when the request has none", addTimeout: "1s"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			pidFile := filepath.Join(dir, "pid")
+			def := filepath.Join(dir, "default.conflist")
+			if err := os.WriteFile(def, []byte(`{"cniVersion":"1.0.0","name":"cluster","plugins":[{"type":"testplugin","sleepAdd":"60s","pidFile":"`+pidFile+`"}]}`), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			conf := map[string]any{"cniVersion": "1.0.0", "name": "rdmanet", "type": "rdmanet", "clusterNetwork": def, "cniDir": filepath.Join(dir, "cni"), "binDir": bin,
+				"source": map[string]any{"type": "static", "dir": dir}}
+			if tc.addTimeout != "" {
+				conf["addTimeout"] = tc.addTimeout
+			}
+			cb, _ := json.Marshal(conf)
+			sock := startDaemon(t, &Daemon{Source: &StaticSource{Dir: dir, StatusDir: dir}})
+			b, err := json.Marshal(wire.Request{Version: wire.Version, Command: "ADD", ContainerID: "c1", Netns: pod.Path(), IfName: "eth0", Path: bin, Config: cb, TimeoutMs: tc.timeoutMs})
+			if err != nil {
+				t.Fatal(err)
+			}
+			start := time.Now()
+			r := call(t, sock, b)
+			took := time.Since(start)
+			if r.Error == nil {
+				t.Fatalf("ADD succeeded: %s", r.Result)
+			}
+			if took > 8*time.Second {
+				t.Fatalf("ADD took %s: the deadline did not stop it (%s)", took, r.Error.Msg)
+			}
+			pb, err := os.ReadFile(pidFile)
+			if err != nil {
+				t.Fatalf("the delegate never ran: %v (%s)", err, r.Error.Msg)
+			}
+			pid, _ := strconv.Atoi(string(pb))
+			if err := syscall.Kill(pid, 0); !errors.Is(err, syscall.ESRCH) {
+				t.Fatalf("delegate process %d still exists after the deadline (kill 0: %v)", pid, err)
+			}
+			if _, err := os.Stat(filepath.Join(dir, "cni", "cache", "c1.json")); !os.IsNotExist(err) {
+				t.Fatalf("the timed-out ADD left its cache (%v)", err)
+			}
+			t.Logf("ADD failed after %s: %s", took.Round(time.Millisecond), r.Error.Msg)
 		})
 	}
 }

@@ -27,6 +27,8 @@ type Delegate struct {
 	CNIArgs        [][2]string    `json:"cniArgs,omitempty"`
 	// DefaultRoute: gateways from the annotation's "default-route".
 	DefaultRoute []string `json:"defaultRoute,omitempty"`
+	// DelError is the last error of this delegate's DEL in a pending record.
+	DelError string `json:"delError,omitempty"`
 }
 
 // confList parses a config (single plugin or list) into a list, filling a
@@ -132,25 +134,37 @@ type cachedNADReader interface {
 	NADCached(ctx context.Context, namespace, name string) (*nadv1.NetworkAttachmentDefinition, error)
 }
 
-// defaultNetwork resolves the cluster (default) network: a NAD in
-// multusNamespace, a config name in confDir, or a path to a config file.
+// defaultNetwork resolves the cluster (default) network: the inline
+// delegates, or clusterNetwork (see resolveAdminNetwork).
 func (p *Plugin) defaultNetwork(ctx context.Context) (*libcni.NetworkConfigList, error) {
 	c := p.Conf
 	if len(c.Delegates) > 0 {
 		return confList(c.Delegates[0], "delegates[0]", c.CNIVersion)
 	}
-	cn := c.ClusterNetwork
+	l, _, err := p.resolveAdminNetwork(ctx, c.ClusterNetwork)
+	if err != nil {
+		return nil, fmt.Errorf("clusterNetwork %w", err)
+	}
+	return l, nil
+}
+
+// resolveAdminNetwork resolves a network the node's config names
+// (clusterNetwork, defaultNetworks), in Multus' order: a NAD in
+// multusNamespace, a network name in confDir, or a path to a config file.
+// It returns the NAD when the network is one.
+func (p *Plugin) resolveAdminNetwork(ctx context.Context, cn string) (*libcni.NetworkConfigList, *nadv1.NetworkAttachmentDefinition, error) {
+	c := p.Conf
 	if filepath.IsAbs(cn) {
 		b, err := os.ReadFile(cn)
 		if err != nil {
-			return nil, fmt.Errorf("clusterNetwork %s: %w", cn, err)
+			return nil, nil, fmt.Errorf("%s: %w", cn, err)
 		}
-		return confList(b, filepath.Base(cn), c.CNIVersion)
+		l, err := confList(b, filepath.Base(cn), c.CNIVersion)
+		return l, nil, err
 	}
 	if p.Source != nil && c.Source.Type == "kubernetes" {
-		// The cluster network's NAD is long-lived and admin-managed: a
-		// cache answers (a miss is "not a NAD") instead of a live read on
-		// every ADD.
+		// These NADs are long-lived and admin-managed: a cache answers (a
+		// miss is "not a NAD") instead of a live read on every ADD.
 		lookup := p.Source.NAD
 		if cs, ok := p.Source.(cachedNADReader); ok {
 			lookup = cs.NADCached
@@ -160,16 +174,27 @@ func (p *Plugin) defaultNetwork(ctx context.Context) (*libcni.NetworkConfigList,
 		case err == nil:
 			raw, err := nadConfig(nad, c.ConfDir)
 			if err != nil {
-				return nil, err
+				return nil, nil, err
 			}
-			return confList(raw, cn, c.CNIVersion)
+			l, err := confList(raw, cn, c.CNIVersion)
+			return l, nad, err
 		case !errors.Is(err, ErrNotFound):
-			p.Log.Warn("cannot look up clusterNetwork as a NAD; trying confDir", "network", cn, "err", err)
+			p.Log.Warn("cannot look the network up as a NAD; trying confDir", "network", cn, "err", err)
+		}
+	}
+	if p.Source != nil && c.Source.Type == "static" {
+		if nad, err := p.Source.NAD(ctx, c.MultusNamespace, cn); err == nil {
+			raw, err := nadConfig(nad, c.ConfDir)
+			if err != nil {
+				return nil, nil, err
+			}
+			l, err := confList(raw, cn, c.CNIVersion)
+			return l, nad, err
 		}
 	}
 	l, err := libcni.LoadNetworkConf(c.ConfDir, cn)
 	if err != nil {
-		return nil, fmt.Errorf("clusterNetwork %q: not a NAD in %s and no config of that name in %s: %w", cn, c.MultusNamespace, c.ConfDir, err)
+		return nil, nil, fmt.Errorf("%q: not a NAD in %s and no config of that name in %s: %w", cn, c.MultusNamespace, c.ConfDir, err)
 	}
-	return l, nil
+	return l, nil, nil
 }

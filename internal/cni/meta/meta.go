@@ -3,13 +3,12 @@ package meta
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"log/slog"
 	"net"
 	"os"
 	"path/filepath"
-	"sort"
+	"runtime/debug"
 	"strings"
 	"sync"
 	"time"
@@ -23,6 +22,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	k8stypes "k8s.io/apimachinery/pkg/types"
 
+	"github.com/rdmanet/rdmanet/internal/cni/inproc/nsguard"
 	"github.com/rdmanet/rdmanet/internal/devinfo"
 	"github.com/rdmanet/rdmanet/internal/netops"
 )
@@ -60,6 +60,14 @@ type Plugin struct {
 	// Status, when set, writes network-status after ADD returns (the
 	// daemon); nil writes it before ADD returns (per call).
 	AsyncStatus *StatusWriter
+	// Exec runs the plugins of retries outside a call (nil: processes).
+	Exec invoke.Exec
+	// Observer, when set, counts DEL attempts, releases and recovered
+	// panics (the daemon's metrics).
+	Observer Observer
+	// RetryBackoff and RetryMaxBackoff space the retries of a pending DEL
+	// (defaults DefaultRetryBackoff, DefaultRetryMaxBackoff).
+	RetryBackoff, RetryMaxBackoff time.Duration
 	// Now is for tests; defaults to time.Now.
 	Now func() time.Time
 }
@@ -84,7 +92,12 @@ type Record struct {
 	Pod         string      `json:"pod"` // namespace/name
 	PodUID      string      `json:"podUID"`
 	CNIArgs     string      `json:"cniArgs"`
-	Delegates   []*Delegate `json:"delegates"` // default first, attachments in order
+	// CNIPath is the call's CNI_PATH, for retries outside a call.
+	CNIPath   string      `json:"cniPath,omitempty"`
+	Delegates []*Delegate `json:"delegates"` // default first, attachments in order
+	// Pending is set when a DEL (or an ADD's rollback) could not remove
+	// every delegate: Delegates then holds only those left (see del.go).
+	Pending *Pending `json:"pending,omitempty"`
 	// Added counts the delegates this ADD started, for its own rollback.
 	// It is not persisted: after a crash DEL undoes every delegate of the
 	// record, which CNI DEL semantics make safe for ones never added.
@@ -151,7 +164,8 @@ func (p *Plugin) waitReady(ctx context.Context) error {
 }
 
 // Add attaches the default network and every requested attachment. On any
-// failure it removes what it added, in reverse, and returns the error.
+// failure it removes what it added, in reverse, and returns the error; what
+// the rollback cannot remove stays recorded for a retry, as with DEL.
 func (p *Plugin) Add(ctx context.Context, a Args) (types.Result, error) {
 	start := time.Now()
 	if err := p.waitReady(ctx); err != nil {
@@ -161,13 +175,24 @@ func (p *Plugin) Add(ctx context.Context, a Args) (types.Result, error) {
 	if err := types.LoadArgs(a.Args, &ka); err != nil {
 		return nil, fmt.Errorf("CNI_ARGS %q: %w", a.Args, err)
 	}
+	unlock, err := p.lockContainer(ctx, a.ContainerID)
+	if err != nil {
+		return nil, types.NewError(types.ErrTryAgainLater, fmt.Sprintf("ADD container %s: %v", a.ContainerID, err), "")
+	}
+	defer unlock()
+	if err := p.finishPending(ctx, a.ContainerID); err != nil {
+		return nil, err
+	}
 	ns, name, uid := string(ka.K8S_POD_NAMESPACE), string(ka.K8S_POD_NAME), string(ka.K8S_POD_UID)
-	rec := &Record{ContainerID: a.ContainerID, Netns: a.Netns, CNIArgs: a.Args, Created: p.now()}
+	rec := &Record{ContainerID: a.ContainerID, Netns: a.Netns, CNIArgs: a.Args, CNIPath: a.Path, Created: p.now()}
 	defList, err := p.defaultNetwork(ctx)
 	if err != nil {
 		return nil, err
 	}
-	def := &Delegate{Network: defList.Name, IfName: a.IfName, Conf: defList.Bytes, IsDefault: true}
+	// The runtime's capability args (portMappings, bandwidth, ...) go to the
+	// cluster network, as Multus passes them to its master plugin; libcni
+	// hands each plugin of the list only the capabilities it declares.
+	def := &Delegate{Network: defList.Name, IfName: a.IfName, Conf: defList.Bytes, IsDefault: true, CapabilityArgs: copyMap(p.Conf.RuntimeConfig)}
 	rec.Delegates = append(rec.Delegates, def)
 
 	var podUID k8stypes.UID
@@ -215,12 +240,11 @@ func (p *Plugin) Add(ctx context.Context, a Args) (types.Result, error) {
 		// roll back in reverse, including a half-added delegate
 		dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), p.Conf.DelTimeoutDur)
 		defer cancel()
-		for i := rec.Added - 1; i >= 0; i-- {
-			if derr := p.delDelegate(dctx, a, rec.Delegates[i]); derr != nil {
-				p.Log.Error("rollback: DEL failed", "container", a.ContainerID, "network", rec.Delegates[i].Network, "err", derr)
-			}
+		started := rec.Delegates[:rec.Added]
+		rec.Delegates = started
+		if derr := p.delRecord(dctx, a, rec, PhaseRollback); derr != nil {
+			p.Log.Error("rollback: DEL failed", "container", a.ContainerID, "err", derr)
 		}
-		_ = os.Remove(p.cachePath(a.ContainerID))
 	}()
 	results, err := p.addDelegates(ctx, a, rec)
 	if err != nil {
@@ -252,6 +276,17 @@ func (p *Plugin) Add(ctx context.Context, a Args) (types.Result, error) {
 	success = true
 	p.Log.Info("ADD done", "pod", rec.Pod, "container", a.ContainerID, "networks", len(rec.Delegates), "ms", time.Since(start).Milliseconds())
 	return res, nil
+}
+
+func copyMap(m map[string]any) map[string]any {
+	if len(m) == 0 {
+		return nil
+	}
+	out := make(map[string]any, len(m))
+	for k, v := range m {
+		out[k] = v
+	}
+	return out
 }
 
 func podOrContainer(r *Record) string {
@@ -310,6 +345,13 @@ func (p *Plugin) addDelegates(ctx context.Context, a Args, rec *Record) ([]types
 			defer wg.Done()
 			sem <- struct{}{}
 			defer func() { <-sem }()
+			// a panic on this goroutine is beyond the daemon's per-request
+			// recover: make it this delegate's error
+			defer func() {
+				if r := recover(); r != nil {
+					errs[i] = p.recovered(fmt.Sprintf("ADD %s: network %s", podOrContainer(rec), d.Network), r)
+				}
+			}()
 			results[i], errs[i] = p.addOne(ctx, a, rec, d)
 		}()
 	}
@@ -339,10 +381,44 @@ func (p *Plugin) addOne(ctx context.Context, a Args, rec *Record, d *Delegate) (
 		if !d.IsDefault {
 			what = "network " + d.Network + " (" + d.IfName + ")"
 		}
+		if cerr := ctx.Err(); cerr != nil {
+			return nil, fmt.Errorf("ADD %s: %s: stopped at the call's time limit (%v; addTimeout, or the shim's deadline): %w", podOrContainer(rec), what, cerr, err)
+		}
 		return nil, fmt.Errorf("ADD %s: %s: %w", podOrContainer(rec), what, err)
 	}
 	p.Log.Debug("delegate added", "container", a.ContainerID, "network", d.Network, "ifname", d.IfName, "ms", time.Since(t0).Milliseconds())
 	return res, nil
+}
+
+// PanicError is a recovered panic: the value, and the stack where it
+// happened (logged; the CNI error carries the value only).
+type PanicError struct {
+	Where string
+	Value any
+	Stack []byte
+}
+
+func (e *PanicError) Error() string {
+	return fmt.Sprintf("%s: internal error (panic: %v); the stack is in the rdmanet log", e.Where, e.Value)
+}
+
+// recovered turns a recovered panic value into a *PanicError, logs it with
+// its stack (a panic raised again from a netns callback keeps that
+// callback's stack) and counts it.
+func (p *Plugin) recovered(where string, r any) error {
+	return recoverPanic(p.Log, p.Observer, where, r)
+}
+
+func recoverPanic(log *slog.Logger, obs Observer, where string, r any) error {
+	e := &PanicError{Where: where, Value: r, Stack: debug.Stack()}
+	if np, ok := r.(*nsguard.Panic); ok {
+		e.Value, e.Stack = np.Value, np.Stack
+	}
+	log.Error("panic recovered", "where", where, "panic", fmt.Sprint(e.Value), "stack", string(e.Stack))
+	if obs != nil {
+		obs.Panic(where)
+	}
+	return e
 }
 
 // multiError is several delegates failing in one concurrent ADD, in record order.
@@ -364,97 +440,6 @@ func (p *Plugin) delDelegate(ctx context.Context, a Args, d *Delegate) error {
 		return err
 	}
 	return p.CNI.DelNetworkList(ctx, l, p.runtimeConf(a, d))
-}
-
-// attachments resolves the pod's networks annotation to delegates.
-func (p *Plugin) attachments(ctx context.Context, pod *corev1.Pod) ([]*Delegate, error) {
-	podKey := pod.Namespace + "/" + pod.Name
-	sels, err := ParseNetworks(pod.Annotations[NetworksAnnotation], pod.Namespace, podKey)
-	if err != nil || len(sels) == 0 {
-		return nil, err
-	}
-	var out []*Delegate
-	var devs Devices
-	used := map[string]int{} // resource -> devices handed out so far
-	for _, s := range sels {
-		if p.Conf.NamespaceIsolation && s.Namespace != pod.Namespace && !p.Conf.IsGlobal(s.Namespace) {
-			return nil, fmt.Errorf("pod %s: network %s refused by namespaceIsolation: a pod may use NADs of its own namespace (%s) and of globalNamespaces (%s) only; fix: create the NAD in %s or add %s to globalNamespaces",
-				podKey, s.Key(), pod.Namespace, strings.Join(p.Conf.GlobalNamespaces, ","), pod.Namespace, s.Namespace)
-		}
-		actx, cancel := context.WithTimeout(ctx, p.Conf.APITimeoutDur)
-		nad, err := p.Source.NAD(actx, s.Namespace, s.Name)
-		cancel()
-		if err != nil {
-			if errors.Is(err, ErrNotFound) {
-				return nil, fmt.Errorf("pod %s: annotation %s names network %s, but NetworkAttachmentDefinition %s does not exist; fix: create it, or correct the name/namespace in the annotation", podKey, NetworksAnnotation, s.Key(), s.Key())
-			}
-			return nil, fmt.Errorf("pod %s: %w", podKey, err)
-		}
-		raw, err := nadConfig(nad, p.Conf.ConfDir)
-		if err != nil {
-			return nil, fmt.Errorf("pod %s: %w", podKey, err)
-		}
-		l, err := confList(raw, nad.Name, p.Conf.CNIVersion)
-		if err != nil {
-			return nil, fmt.Errorf("pod %s: NetworkAttachmentDefinition %s: %w", podKey, s.Key(), err)
-		}
-		d := &Delegate{Network: s.Key(), IfName: s.Interface, CapabilityArgs: map[string]any{}}
-		d.DeviceID = s.DeviceID
-		if res := nad.Annotations[ResourceNameAnnotation]; res != "" {
-			d.Resource = res
-			if d.DeviceID == "" {
-				if devs == nil {
-					if p.Devices == nil {
-						return nil, fmt.Errorf("pod %s: NetworkAttachmentDefinition %s needs a device of %s but no PodResources client is configured", podKey, s.Key(), res)
-					}
-					actx, cancel := context.WithTimeout(ctx, p.Conf.APITimeoutDur)
-					devs, err = p.Devices.PodDevices(actx, pod.Namespace, pod.Name)
-					cancel()
-					if err != nil {
-						return nil, fmt.Errorf("pod %s: %w", podKey, err)
-					}
-				}
-				ids := devs[res]
-				if used[res] >= len(ids) {
-					return nil, fmt.Errorf("pod %s: NetworkAttachmentDefinition %s needs a device of resource %q (its %s annotation), but kubelet allocated the pod %d such device(s) for %d attachment(s); the pod requests: %s. The resource name must match in three places: the device plugin pool, the NAD annotation and the pod's resources; fix: request %s in the pod's resources (limits and requests), one per attachment",
-						podKey, s.Key(), res, ResourceNameAnnotation, len(ids), used[res]+1, requestedExtended(pod), res)
-				}
-				d.DeviceID = ids[used[res]]
-				used[res]++
-			}
-		}
-		if d.DeviceID != "" {
-			d.CapabilityArgs["deviceID"] = d.DeviceID
-		}
-		if s.MAC != "" {
-			d.CapabilityArgs["mac"] = s.MAC
-		}
-		if len(s.IPs) > 0 {
-			d.CapabilityArgs["ips"] = s.IPs
-		}
-		if s.InfinibandGUID != "" {
-			d.CapabilityArgs["infinibandGUID"] = s.InfinibandGUID
-		}
-		if len(s.PortMappings) > 0 {
-			d.CapabilityArgs["portMappings"] = s.PortMappings
-		}
-		if s.Bandwidth != nil {
-			d.CapabilityArgs["bandwidth"] = s.Bandwidth
-		}
-		if s.MAC != "" {
-			d.CNIArgs = append(d.CNIArgs, [2]string{"MAC", s.MAC})
-		}
-		for _, gw := range s.DefaultRoute {
-			d.DefaultRoute = append(d.DefaultRoute, gw.String())
-		}
-		conf, err := injectChain(l, d.DeviceID, s.CNIArgs)
-		if err != nil {
-			return nil, fmt.Errorf("pod %s: %w", podKey, err)
-		}
-		d.Conf = conf
-		out = append(out, d)
-	}
-	return out, nil
 }
 
 func (p *Plugin) statuses(rec *Record, results []types.Result) ([]nadv1.NetworkStatus, error) {
@@ -489,80 +474,14 @@ func (p *Plugin) statuses(rec *Record, results []types.Result) ([]nadv1.NetworkS
 	return out, nil
 }
 
-// Del removes every delegate of the container, from the cache when
-// present, else from libcni's own attachment cache. It never blocks pod
-// deletion beyond DelTimeout: what is left is logged as a leak report and
-// DEL succeeds.
-func (p *Plugin) Del(ctx context.Context, a Args) error {
-	ctx, cancel := context.WithTimeout(ctx, p.Conf.DelTimeoutDur)
-	defer cancel()
-	if p.AsyncStatus != nil {
-		p.AsyncStatus.Cancel(a.ContainerID)
-	}
-	rec, err := p.loadRecord(a.ContainerID)
-	var dels []*Delegate
-	switch {
-	case err == nil:
-		dels = rec.Delegates
-		if a.Netns == "" {
-			a.Netns = rec.Netns
-		}
-	case errors.Is(err, os.ErrNotExist):
-		dels = p.delegatesFromLibcniCache(a)
-	default:
-		p.Log.Warn("cache unreadable; falling back to libcni's attachment cache", "container", a.ContainerID, "err", err)
-		dels = p.delegatesFromLibcniCache(a)
-	}
-	var leaks []string
-	for i := len(dels) - 1; i >= 0; i-- {
-		d := dels[i]
-		if ctx.Err() != nil {
-			leaks = append(leaks, fmt.Sprintf("%s (%s): not attempted, DEL time limit %s reached", d.Network, d.IfName, p.Conf.DelTimeoutDur))
-			continue
-		}
-		if err := p.delDelegate(ctx, a, d); err != nil {
-			leaks = append(leaks, fmt.Sprintf("%s (%s): %v", d.Network, d.IfName, err))
-		}
-	}
-	if len(leaks) > 0 {
-		if ctx.Err() == nil && p.Conf.RetryDeleteOnError {
-			return fmt.Errorf("DEL container %s: %s", a.ContainerID, strings.Join(leaks, "; "))
-		}
-		p.Log.Error("DEL finished with leaks; reporting success so the pod can be deleted", "container", a.ContainerID, "leaks", leaks)
-	}
-	if err := os.Remove(p.cachePath(a.ContainerID)); err != nil && !errors.Is(err, os.ErrNotExist) {
-		p.Log.Warn("cannot remove cache", "container", a.ContainerID, "err", err)
-	}
-	return nil
-}
-
-// delegatesFromLibcniCache recovers the delegates of a container from
-// libcni's cache (written by AddNetworkList) when our own cache is gone.
-func (p *Plugin) delegatesFromLibcniCache(a Args) []*Delegate {
-	atts, err := p.CNI.GetCachedAttachments(a.ContainerID)
-	if err != nil {
-		p.Log.Warn("no cache for container; nothing to delete", "container", a.ContainerID, "err", err)
-		return nil
-	}
-	// default network (the DEL's own ifname) first, others by interface name
-	sort.SliceStable(atts, func(i, j int) bool {
-		if (atts[i].IfName == a.IfName) != (atts[j].IfName == a.IfName) {
-			return atts[i].IfName == a.IfName
-		}
-		return atts[i].IfName < atts[j].IfName
-	})
-	var out []*Delegate
-	for _, at := range atts {
-		out = append(out, &Delegate{Network: at.Network, IfName: at.IfName, Conf: at.Config, CapabilityArgs: at.CapabilityArgs, IsDefault: at.IfName == a.IfName})
-	}
-	return out
-}
-
 // Check passes CHECK to every delegate with its cached result.
 func (p *Plugin) Check(ctx context.Context, a Args) error {
 	rec, err := p.loadRecord(a.ContainerID)
 	if err != nil {
 		return fmt.Errorf("CHECK container %s: no cache from ADD: %w", a.ContainerID, err)
+	}
+	if rec.Pending != nil {
+		return fmt.Errorf("CHECK %s: the container was deleted and its DEL is still pending: %s", podOrContainer(rec), rec.Pending.LastError)
 	}
 	for _, d := range rec.Delegates {
 		l, err := libcni.ConfListFromBytes(d.Conf)
@@ -611,7 +530,7 @@ func (p *Plugin) applyDefaultRoute(a Args, rec *Record) error {
 		for _, g := range d.DefaultRoute {
 			gws = append(gws, net.ParseIP(g))
 		}
-		err := ns.WithNetNSPath(a.Netns, func(ns.NetNS) error { return netops.SetDefaultRoute(d.IfName, gws) })
+		err := nsguard.WithNetNSPath(a.Netns, func(ns.NetNS) error { return netops.SetDefaultRoute(d.IfName, gws) })
 		if err != nil {
 			return fmt.Errorf("ADD %s: default-route %v on %s (%s): %w", podOrContainer(rec), d.DefaultRoute, d.IfName, d.Network, err)
 		}

@@ -37,7 +37,7 @@ func plugins(t *testing.T) string {
 	t.Helper()
 	binOnce.Do(func() {
 		binDir, binErr = pluginbin.TempDir("rdmanet-meta-bin-", pluginbin.Meta, pluginbin.MetaDirect, pluginbin.MetaDaemon,
-			pluginbin.Bridge, pluginbin.Macvlan, pluginbin.HostLocal)
+			pluginbin.Bridge, pluginbin.Macvlan, pluginbin.HostLocal, pluginbin.Portmap, pluginbin.Bandwidth, testPluginImport)
 	})
 	if binErr != nil {
 		t.Fatal(binErr)
@@ -304,8 +304,8 @@ func TestAttachDefaultAndAttachmentsAllVersions(t *testing.T) {
 			r := newRig(t)
 			r.conf["concurrentNetworks"] = tc.concurrent
 			r.nad("ai-training", "face-training-rdma", "example.com/sriov_rdma", macvlanConf("face-training-rdma", "roce0", "10.60.1.0/24", r))
-			r.nad("kube-system", "shared-net", "", macvlanConf("shared-net", "roce0", "10.70.0.0/24", r))
-			r.podManifest("ai-training", "trainer-0", `[{"name": "face-training-rdma", "interface": "net1"}, {"name":"shared-net","namespace":"kube-system"}]`,
+			r.nad("default", "shared-net", "", macvlanConf("shared-net", "roce0", "10.70.0.0/24", r))
+			r.podManifest("ai-training", "trainer-0", `[{"name": "face-training-rdma", "interface": "net1"}, {"name":"shared-net","namespace":"default"}]`,
 				`example.com/sriov_rdma: "1"`)
 			r.pr.pods["ai-training/trainer-0"] = map[string][]string{"example.com/sriov_rdma": {"0000:41:00.2"}}
 			if err := devinfo.Write(filepath.Join(r.dir, "devinfo"), "example.com/sriov_rdma", "0000:41:00.2", devinfo.PCI("0000:41:00.2", "0000:41:00.0", "mlx5_4")); err != nil {
@@ -340,7 +340,7 @@ func TestAttachDefaultAndAttachmentsAllVersions(t *testing.T) {
 				st[1].DeviceInfo == nil || st[1].DeviceInfo.Pci.PciAddress != "0000:41:00.2" || st[1].DeviceInfo.Pci.RdmaDevice != "mlx5_4" {
 				t.Fatalf("net1 status = %+v", st[1])
 			}
-			if st[2].Name != "kube-system/shared-net" || st[2].Interface != "net2" || st[2].DeviceInfo != nil {
+			if st[2].Name != "default/shared-net" || st[2].Interface != "net2" || st[2].DeviceInfo != nil {
 				t.Fatalf("net2 status = %+v", st[2])
 			}
 			// CHECK passes through

@@ -27,6 +27,8 @@ type StatusWriter struct {
 	MaxAge time.Duration
 	// Backoff is the first retry delay, doubled up to 5s (default 100ms).
 	Backoff time.Duration
+	// Observer counts recovered panics (nil: logs only).
+	Observer Observer
 
 	mu      sync.Mutex
 	pending map[string]*statusJob // by container ID
@@ -66,6 +68,11 @@ func (w *StatusWriter) Submit(containerID, ns, name string, uid k8stypes.UID, st
 	go func() {
 		defer w.wg.Done()
 		defer cancel()
+		defer func() {
+			if r := recover(); r != nil { // a daemon goroutine: never take the daemon down
+				_ = recoverPanic(w.Log, w.Observer, "rdmanet daemon: network-status write of "+pod, r)
+			}
+		}()
 		w.run(ctx, containerID, ns, name, uid, status)
 		w.mu.Lock()
 		if w.pending[containerID] == job {

@@ -27,11 +27,16 @@ import (
 // DirectBinary is the per-call plugin the shim falls back to.
 const DirectBinary = "rdmanet-direct"
 
-// Limits of one call to the daemon; DEL is bounded so pod deletion never hangs.
+// Limits of one call to the daemon. A call's budget is the config's
+// addTimeout (ADD, CHECK, STATUS) or delTimeout (DEL, GC), defaults as in
+// the meta package; the shim sends it with the request as the daemon's
+// deadline and waits that long plus AnswerGrace (for ADD also delTimeout: a
+// timed-out ADD still rolls back before it answers).
 var (
-	DialTimeout = 500 * time.Millisecond
-	AddTimeout  = 5 * time.Minute
-	DelTimeout  = 60 * time.Second
+	DialTimeout       = 500 * time.Millisecond
+	DefaultAddTimeout = 2 * time.Minute
+	DefaultDelTimeout = 30 * time.Second
+	AnswerGrace       = 5 * time.Second
 )
 
 var versions = version.PluginSupports("0.3.0", "0.3.1", "0.4.0", "1.0.0", "1.1.0")
@@ -43,6 +48,7 @@ func Main() {
 		Del:    func(a *skel.CmdArgs) error { return call("DEL", a) },
 		Check:  func(a *skel.CmdArgs) error { return call("CHECK", a) },
 		Status: func(a *skel.CmdArgs) error { return call("STATUS", a) },
+		GC:     func(a *skel.CmdArgs) error { return call("GC", a) },
 	}, versions, "rdmanet meta CNI shim (hands calls to the rdmanet daemon; falls back to rdmanet-direct)")
 }
 
@@ -52,10 +58,14 @@ var errNoDaemon = errors.New("daemon not reachable")
 func call(cmd string, a *skel.CmdArgs) error {
 	var conf wire.Conf
 	if err := json.Unmarshal(a.StdinData, &conf); err != nil {
+		if cmd == "DEL" || cmd == "GC" {
+			// rdmanet-direct's DEL works from its cache whatever the config
+			return direct(cmd, a, conf)
+		}
 		return types.NewError(types.ErrDecodingFailure, "rdmanet: network config is not valid JSON: "+err.Error(), "")
 	}
 	if conf.DaemonSocket != "" {
-		out, err := viaDaemon(cmd, a, conf.DaemonSocket)
+		out, err := viaDaemon(cmd, a, conf)
 		switch {
 		case err == nil:
 			if cmd == "ADD" {
@@ -68,18 +78,35 @@ func call(cmd string, a *skel.CmdArgs) error {
 		}
 		// fall through: the daemon is down, do the work per call
 	}
-	return direct(a)
+	return direct(cmd, a, conf)
 }
 
-func viaDaemon(cmd string, a *skel.CmdArgs, socket string) (json.RawMessage, error) {
+// budget is how long the daemon may take for cmd, per the config.
+func budget(cmd string, conf wire.Conf) time.Duration {
+	parse := func(v string, def time.Duration) time.Duration {
+		if d, err := time.ParseDuration(v); err == nil && d > 0 {
+			return d
+		}
+		return def
+	}
+	if cmd == "DEL" || cmd == "GC" {
+		return parse(conf.DelTimeout, DefaultDelTimeout)
+	}
+	return parse(conf.AddTimeout, DefaultAddTimeout)
+}
+
+func viaDaemon(cmd string, a *skel.CmdArgs, conf wire.Conf) (json.RawMessage, error) {
+	socket := conf.DaemonSocket
 	if _, err := os.Stat(socket); err != nil {
 		return nil, fmt.Errorf("%w: %v", errNoDaemon, err)
 	}
-	timeout := AddTimeout
-	if cmd == "DEL" {
-		timeout = DelTimeout
+	limit := budget(cmd, conf)
+	wait := limit + AnswerGrace
+	if cmd == "ADD" {
+		wait += budget("DEL", conf) // a timed-out ADD rolls back before it answers
 	}
-	body, err := json.Marshal(wire.Request{Version: wire.Version, Command: cmd, ContainerID: a.ContainerID, Netns: a.Netns, IfName: a.IfName, Args: a.Args, Path: a.Path, Config: a.StdinData})
+	body, err := json.Marshal(wire.Request{Version: wire.Version, Command: cmd, ContainerID: a.ContainerID, Netns: a.Netns, IfName: a.IfName, Args: a.Args, Path: a.Path,
+		Config: a.StdinData, TimeoutMs: limit.Milliseconds()})
 	if err != nil {
 		return nil, err
 	}
@@ -90,7 +117,7 @@ func viaDaemon(cmd string, a *skel.CmdArgs, socket string) (json.RawMessage, err
 	}
 	conn := c.(*net.UnixConn)
 	defer conn.Close()
-	if err := conn.SetDeadline(time.Now().Add(timeout)); err != nil {
+	if err := conn.SetDeadline(time.Now().Add(wait)); err != nil {
 		return nil, fmt.Errorf("%w: %v", errNoDaemon, err)
 	}
 	if _, err := conn.Write(body); err != nil {
@@ -117,17 +144,22 @@ func tryAgain(socket, cmd string, a *skel.CmdArgs, err error) error {
 }
 
 // direct runs rdmanet-direct with the same environment and config and
-// passes its output and exit status through.
-func direct(a *skel.CmdArgs) error {
+// passes its output and exit status through. Without rdmanet-direct, a DEL
+// or GC with nothing to clean up (no cache of the container) succeeds.
+func direct(cmd string, a *skel.CmdArgs, conf wire.Conf) error {
 	bin, err := findDirect(a.Path)
 	if err != nil {
+		if (cmd == "DEL" && nothingCached(conf, a.ContainerID)) || cmd == "GC" {
+			fmt.Fprintf(os.Stderr, "rdmanet: %v; %s succeeds: nothing of container %q is cached\n", err, cmd, a.ContainerID)
+			return nil
+		}
 		return types.NewError(types.ErrInternal, err.Error(), "")
 	}
-	cmd := exec.Command(bin)
-	cmd.Stdin = bytes.NewReader(a.StdinData)
-	cmd.Stdout, cmd.Stderr = os.Stdout, os.Stderr
-	cmd.Env = os.Environ()
-	err = cmd.Run()
+	c := exec.Command(bin)
+	c.Stdin = bytes.NewReader(a.StdinData)
+	c.Stdout, c.Stderr = os.Stdout, os.Stderr
+	c.Env = os.Environ()
+	err = c.Run()
 	var ee *exec.ExitError
 	if errors.As(err, &ee) {
 		if st, ok := ee.Sys().(syscall.WaitStatus); ok {
@@ -139,6 +171,24 @@ func direct(a *skel.CmdArgs) error {
 		return types.NewError(types.ErrInternal, fmt.Sprintf("run %s: %v", bin, err), "")
 	}
 	return nil
+}
+
+// DefaultCNIDir is the meta plugin's default cache dir (meta.DefaultCNIDir;
+// the shim does not link the meta package).
+const DefaultCNIDir = "/var/lib/cni/rdmanet"
+
+// nothingCached reports whether neither the meta plugin's cache nor
+// libcni's (under cniDir) has anything of the container.
+func nothingCached(conf wire.Conf, containerID string) bool {
+	dir := conf.CNIDir
+	if dir == "" {
+		dir = DefaultCNIDir
+	}
+	if _, err := os.Stat(filepath.Join(dir, "cache", containerID+".json")); !errors.Is(err, os.ErrNotExist) {
+		return false
+	}
+	m, err := filepath.Glob(filepath.Join(dir, "libcni", "results", "*-"+containerID+"-*"))
+	return err == nil && len(m) == 0
 }
 
 func findDirect(cniPath string) (string, error) {

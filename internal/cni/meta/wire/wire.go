@@ -33,6 +33,10 @@ type Request struct {
 	Args        string          `json:"args"`
 	Path        string          `json:"path"`
 	Config      json.RawMessage `json:"config"`
+	// TimeoutMs is how long the shim waits for the answer, from when it
+	// sent the request: the daemon's deadline for the call (delegate
+	// processes still running then are killed). 0: the daemon's default.
+	TimeoutMs int64 `json:"timeoutMs,omitempty"`
 }
 
 // Response is the plugin's answer: a result (ADD) or a CNI error.
@@ -45,6 +49,13 @@ type Response struct {
 type Conf struct {
 	CNIVersion   string `json:"cniVersion"`
 	DaemonSocket string `json:"daemonSocket"`
+	// AddTimeout and DelTimeout bound the call (Go durations; defaults in
+	// the meta package: 2m and 30s).
+	AddTimeout string `json:"addTimeout"`
+	DelTimeout string `json:"delTimeout"`
+	// CNIDir is the meta plugin's cache dir, where the shim looks for
+	// anything to delete when neither the daemon nor rdmanet-direct is there.
+	CNIDir string `json:"cniDir"`
 }
 
 // ErrTooLarge means a message exceeded MaxMessage.

@@ -1,0 +1,79 @@
+// Package metrics is the rdmanet daemon's Prometheus metrics: DEL attempts
+// per delegate (first DELs, rollbacks and retries of pending DELs), pending
+// records, releases and recovered panics. Only rdmanet-daemon links it: the
+// per-call CNI binaries (rdmanet, rdmanet-direct) stay free of the client
+// library's initialisation.
+package metrics
+
+import (
+	"net/http"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/rdmanet/rdmanet/internal/cni/meta"
+)
+
+// Metrics implements meta.Observer on a registry of its own.
+type Metrics struct {
+	Registry    *prometheus.Registry
+	delAttempts *prometheus.CounterVec
+	pending     prometheus.Gauge
+	released    prometheus.Counter
+	panics      *prometheus.CounterVec
+}
+
+var _ meta.Observer = (*Metrics)(nil)
+
+// New registers the daemon's metrics (and the Go and process collectors).
+func New() *Metrics {
+	m := &Metrics{
+		Registry: prometheus.NewRegistry(),
+		delAttempts: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: "rdmanet", Subsystem: "meta", Name: "delegate_del_attempts_total",
+			Help: "DELs of one delegate network of a container, by phase (del: the runtime's DEL; rollback: a failed ADD undoing itself; retry: a DEL that an earlier one left pending) and result (ok, error).",
+		}, []string{"phase", "result"}),
+		pending: prometheus.NewGauge(prometheus.GaugeOpts{
+			Namespace: "rdmanet", Subsystem: "meta", Name: "pending_dels",
+			Help: "Containers whose DEL left delegates behind that are still being retried (as of the last retry pass).",
+		}),
+		released: prometheus.NewCounter(prometheus.CounterOpts{
+			Namespace: "rdmanet", Subsystem: "meta", Name: "pending_dels_released_total",
+			Help: "Pending DELs completed by a retry: every delegate removed, their resources (VFs, addresses) released.",
+		}),
+		panics: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: "rdmanet", Subsystem: "meta", Name: "panics_recovered_total",
+			Help: "Panics recovered in the daemon, each turned into the failing call's CNI error (or a retry pass's failure).",
+		}, []string{"where"}),
+	}
+	m.Registry.MustRegister(m.delAttempts, m.pending, m.released, m.panics,
+		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	return m
+}
+
+// Handler serves the registry (for /metrics).
+func (m *Metrics) Handler() http.Handler {
+	return promhttp.HandlerFor(m.Registry, promhttp.HandlerOpts{})
+}
+
+func (m *Metrics) DelAttempt(a meta.DelAttempt) {
+	result := "ok"
+	if a.Err != nil {
+		result = "error"
+	}
+	m.delAttempts.WithLabelValues(a.Phase, result).Inc()
+}
+
+func (m *Metrics) Released(string) { m.released.Inc() }
+
+func (m *Metrics) PendingRecords(n int) { m.pending.Set(float64(n)) }
+
+// Panic counts by kind of place: a call's verb or a background job.
+func (m *Metrics) Panic(where string) {
+	kind := "call"
+	if where == "rdmanet daemon: DEL retry" {
+		kind = "retry"
+	}
+	m.panics.WithLabelValues(kind).Inc()
+}
