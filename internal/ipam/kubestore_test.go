@@ -245,7 +245,7 @@ func TestKubeFaults(t *testing.T) {
 		want[ps.addr] = ps.owner.ContainerID
 	}
 	before := ipamtest.StoreAllocations(t, ctx, good, pool)
-	rep, err := gc.Run(ctx, gc.Options{Store: good, Cluster: kubeCluster(t, srv.Config()), Network: cfg.Network})
+	rep, err := gc.Run(ctx, gc.Options{Store: good, Cluster: kubeCluster(t, srv.Config()), Network: cfg.Network, Grace: gc.NoGrace})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -320,7 +320,7 @@ func TestKubeGCRecreatedPodAndDeadNode(t *testing.T) {
 	if err := cs.CoreV1().Nodes().Delete(ctx, dead, metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	rep, err := gc.Run(ctx, gc.Options{Store: store, Cluster: kubeCluster(t, srv.Config()), Network: cfg.Network})
+	rep, err := gc.Run(ctx, gc.Options{Store: store, Cluster: kubeCluster(t, srv.Config()), Network: cfg.Network, Grace: gc.NoGrace})
 	if err != nil {
 		t.Fatal(err)
 	}
