@@ -8,6 +8,7 @@ import (
 	"io"
 	"log/slog"
 	"os/signal"
+	"runtime/debug"
 	"strings"
 	"syscall"
 
@@ -108,6 +109,12 @@ func Main(args []string, getenv func(string) string, stdout, stderr io.Writer) i
 		if b = strings.TrimSpace(b); b != "" {
 			o.Binaries = append(o.Binaries, b)
 		}
+	}
+	// One binary at a time is in memory (the largest, rdmanet-direct, ~50 MB):
+	// a soft limit keeps the garbage of the previous one from doubling the
+	// peak (about 56 MiB RSS instead of 85), well inside the init container's limit.
+	if getenv("GOMEMLIMIT") == "" {
+		debug.SetMemoryLimit(32 << 20)
 	}
 	o.Version = version.Get()
 	o.Installer = version.String("rdmanet-install")
