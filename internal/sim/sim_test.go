@@ -138,6 +138,11 @@ func TestNormaliseFile(t *testing.T) {
 		{name: "empty claimed block counts as none", rel: "ipam/blocks.json", content: `{"blocks":[{"spec":{"allocations":{}}}]}`, want: ""},
 		{name: "allocation counted", rel: "ipam/blocks.json", content: `{"blocks":[{"spec":{"allocations":{"10.60.1.0":{}}}}]}`, want: "1 allocations"},
 		{name: "cache digested", rel: "rdmanet/cache/c1.json", content: "{}", want: "sha256:"},
+		{name: "gateway reservation is not a pod's allocation", rel: "ipam/62638c8179-s.blocks.json",
+			content: `{"blocks":[{"spec":{"allocations":{"192.168.2.1":{"containerID":"","reserved":"gateway"}}}}]}`, want: ""},
+		{name: "pod allocation beside the gateway counted", rel: "ipam/blocks.json",
+			content: `{"blocks":[{"spec":{"allocations":{"192.168.2.1":{"reserved":"gateway"},"192.168.2.17":{"containerID":"c1"}}}}]}`, want: "1 allocations"},
+		{name: "gateway marker ignored", rel: "ipam/62638c8179-s.gateway", content: "192.168.2.1", want: ""},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -86,13 +86,17 @@ func linkStates(n ns.NetNS) ([]LinkState, error) {
 // blocks by design (a node claims a block once and keeps it); what must
 // return to the same value is the number of allocations in them, so a
 // block file is compared by that number and one without allocations
-// counts as absent.
+// counts as absent. A network's gateway is reserved in the store once and
+// kept, like a claimed block: reservations are not counted, and the node's
+// gateway marker files are left out.
 func normaliseFile(rel string, b []byte) string {
 	base := filepath.Base(rel)
 	switch {
 	case base == "lock" || strings.HasSuffix(base, ".lock"):
 		return ""
 	case strings.HasPrefix(base, "last_reserved_ip"):
+		return ""
+	case strings.HasPrefix(rel, "ipam/") && strings.HasSuffix(base, ".gateway"):
 		return ""
 	case strings.HasPrefix(rel, "ipam/") && strings.HasSuffix(base, ".json"):
 		var v any
@@ -113,7 +117,11 @@ func countAllocations(v any) int {
 	case map[string]any:
 		for k, x := range t {
 			if m, ok := x.(map[string]any); ok && k == "allocations" {
-				n += len(m)
+				for _, a := range m {
+					if r, _ := a.(map[string]any)["reserved"].(string); r == "" {
+						n++ // a pod's, not a reservation (gateway)
+					}
+				}
 				continue
 			}
 			n += countAllocations(x)
