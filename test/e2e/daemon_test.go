@@ -11,6 +11,7 @@ import (
 	"time"
 
 	nadv1 "github.com/k8snetworkplumbingwg/network-attachment-definition-client/pkg/apis/k8s.cni.cncf.io/v1"
+	nadclient "github.com/k8snetworkplumbingwg/network-attachment-definition-client/pkg/client/clientset/versioned"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/rdmanet/rdmanet/test/netnsutil"
@@ -156,4 +157,96 @@ func TestDaemonAddWhileAPIServerDown(t *testing.T) {
 		t.Fatal(err)
 	}
 	e.assertVFHome(2)
+}
+
+// flakySeedNAD is the seed NAD's chain (sriov → rdma) with the test plugin
+// appended, whose DEL fails while marker exists: a DEL of the chain then
+// stops before sriov's DEL, which keeps its record of the VF and refuses
+// the VF to every other pod — the state a failed DEL used to strand.
+func flakySeedNAD(t testing.TB, ns, marker string) *nadv1.NetworkAttachmentDefinition {
+	var conf map[string]any
+	if err := json.Unmarshal([]byte(seedNAD), &conf); err != nil {
+		t.Fatal(err)
+	}
+	conf["name"] = "face-training-flaky"
+	conf["plugins"] = append(conf["plugins"].([]any), map[string]any{"type": "testplugin", "failDelWhile": marker})
+	b, err := json.Marshal(conf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &nadv1.NetworkAttachmentDefinition{ObjectMeta: metav1.ObjectMeta{Name: "face-training-flaky", Namespace: ns,
+		Annotations: map[string]string{"k8s.v1.cni.cncf.io/resourceName": resourceName}}, Spec: nadv1.NetworkAttachmentDefinitionSpec{Config: string(b)}}
+}
+
+// TestDaemonRetriesFailedDelAndReleasesVF: a DEL that fails half way
+// through the seed chain answers kubelet with success only after recording
+// what is left; while it is left, the VF is refused to the next pod; the
+// daemon retries with backoff, and once the retry succeeds the VF is home
+// and the next pod gets it (defect 1).
+func TestDaemonRetriesFailedDelAndReleasesVF(t *testing.T) {
+	e := setup(t)
+	e.seedObjects("ai-retry", "face-trainer-0") // namespace and seed NAD
+	marker := filepath.Join(e.dir, "fail-del")
+	nc, err := nadclient.NewForConfig(e.api.Config())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := nc.K8sCniCncfIoV1().NetworkAttachmentDefinitions("ai-retry").Create(context.Background(), flakySeedNAD(t, "ai-retry", marker), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	first := e.podWithNetworks("ai-retry", "first", `[{"name":"face-training-flaky","interface":"net1"}]`)
+	vf, _ := e.allocateVF("ai-retry/first", 1)
+	logPath := e.startMetaDaemon(t, "--del-retry-interval=200ms", "--del-retry-backoff=500ms")
+	rt := e.rt("c-first", first, "")
+	if err := e.add(rt); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(marker, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.del(rt); err != nil {
+		t.Fatalf("DEL with the unfinished part recorded must succeed: %v", err)
+	}
+	if _, ok := netnsutil.Link(t, e.host, vfNetdev(1)); ok {
+		t.Fatal("the VF came home although its chain's DEL failed")
+	}
+	rec := filepath.Join(e.dir, "cni", "cache", "c-first.json")
+	if b, err := os.ReadFile(rec); err != nil || !strings.Contains(string(b), `"pending"`) {
+		t.Fatalf("no pending record of the failed DEL (%v): %s", err, b)
+	}
+	// the symptom: sriov still holds the VF, so the next pod cannot have it
+	second := e.podWithNetworks("ai-retry", "second", `[{"name":"face-training-rdma","interface":"net1"}]`)
+	e.pr.devices["ai-retry/second"] = []string{vf}
+	rt2 := e.rt("c-second", second, "")
+	rt2.NetNS = netnsutil.NewNS(t).Path() // a sandbox of its own
+	if err := e.add(rt2); err == nil || !strings.Contains(err.Error(), "is in use by container c-first") {
+		t.Fatalf("next pod's ADD while the first pod's DEL is pending: %v, want the VF refused as in use by c-first", err)
+	}
+	// the failure goes away: the daemon's retry removes the rest and the VF is released
+	if err := os.Remove(marker); err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+		if _, err := os.Stat(rec); os.IsNotExist(err) {
+			break
+		}
+		if time.Now().After(deadline) {
+			b, _ := os.ReadFile(logPath)
+			t.Fatalf("the daemon did not complete the pending DEL:\n%s", b)
+		}
+	}
+	e.assertVFHome(1)
+	if err := e.add(rt2); err != nil {
+		t.Fatalf("the next pod still cannot have the released VF: %v", err)
+	}
+	if err := e.del(rt2); err != nil {
+		t.Fatal(err)
+	}
+	e.assertVFHome(1)
+	logText, _ := os.ReadFile(logPath)
+	for _, want := range []string{`msg="DEL incomplete: what is left is recorded`, `msg="delegate DEL retry succeeded"`, `msg="pending DEL completed`} {
+		if !strings.Contains(string(logText), want) {
+			t.Errorf("daemon log lacks %s", want)
+		}
+	}
 }

@@ -62,8 +62,12 @@ func TestMain(m *testing.M) {
 // also as "whereabouts", the name the seed NAD uses).
 func buildPlugins(dir string) error {
 	return pluginbin.Build(dir, pluginbin.Meta, pluginbin.MetaDirect, pluginbin.MetaDaemon, pluginbin.SRIOV, pluginbin.RDMA,
-		pluginbin.IPAM, pluginbin.Bridge, pluginbin.Macvlan, pluginbin.HostLocal)
+		pluginbin.IPAM, pluginbin.Bridge, pluginbin.Macvlan, pluginbin.HostLocal, testPlugin)
 }
+
+// testPlugin is rdmanet's configurable test delegate (a DEL that fails
+// while a file exists).
+const testPlugin = "github.com/rdmanet/rdmanet/internal/cni/meta/testplugin"
 
 // seedNAD is spec.config of the exclusive seed's face-training-rdma NAD,
 // read from examples/seeds.
@@ -417,4 +421,99 @@ func TestSeedFlowFailures(t *testing.T) {
 			t.Fatalf("failed ADD left %v in the pod", links)
 		}
 	})
+}
+
+// podWithNetworks creates (in an existing namespace) a pod of the seed Job's
+// shape with the given networks annotation.
+func (e *env) podWithNetworks(ns, name, networks string) *corev1.Pod {
+	e.t.Helper()
+	q := resource.MustParse("1")
+	p := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns, Annotations: map[string]string{"k8s.v1.cni.cncf.io/networks": networks}},
+		Spec: corev1.PodSpec{NodeName: nodeName, RestartPolicy: corev1.RestartPolicyNever,
+			Containers: []corev1.Container{{Name: "trainer", Image: "registry.example.com/ai/face-training:v1",
+				Resources: corev1.ResourceRequirements{Requests: corev1.ResourceList{resourceName: q}, Limits: corev1.ResourceList{resourceName: q}}}}},
+	}
+	created, err := e.core.CoreV1().Pods(ns).Create(context.Background(), p, metav1.CreateOptions{})
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return created
+}
+
+// TestSeedDeviceIDFromAnnotation: a pod that names a VF in its networks
+// annotation gets it only when kubelet allocated that VF to it; another
+// VF is refused with the pod, the network, the VF and the allowed devices
+// named, and stays untouched (defect 3).
+func TestSeedDeviceIDFromAnnotation(t *testing.T) {
+	e := setup(t)
+	e.seedObjects("ai-devid", "face-trainer-0")
+	mine, _ := e.allocateVF("ai-devid/thief-0", 1)
+	other := sysfsfixture.VFBDF(pfBDF, 3)
+	tests := []struct {
+		name, deviceID string
+		want           []string // error substrings; nil = ADD succeeds with mine
+	}{
+		{name: "another pod's VF", deviceID: other, want: []string{"ai-devid/thief-0", "ai-devid/face-training-rdma", other, "allowed devices: " + mine}},
+		{name: "its own VF", deviceID: mine},
+	}
+	for i, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			e.t = t
+			pod := e.podWithNetworks("ai-devid", fmt.Sprintf("thief-%d", i), fmt.Sprintf(`[{"name":"face-training-rdma","interface":"net1","deviceID":%q}]`, tc.deviceID))
+			e.pr.devices[pod.Namespace+"/"+pod.Name] = []string{mine}
+			rt := e.rt(fmt.Sprintf("c-devid-%d", i), pod, "")
+			err := e.add(rt)
+			if tc.want != nil {
+				if err == nil {
+					t.Fatal("ADD with another pod's deviceID succeeded")
+				}
+				for _, w := range tc.want {
+					if !strings.Contains(err.Error(), w) {
+						t.Errorf("error %q lacks %q", err, w)
+					}
+				}
+				e.assertVFHome(3)
+				e.assertVFHome(1)
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, ok := netnsutil.Link(t, e.host, vfNetdev(1)); ok {
+				t.Fatal("the pod's own VF is still in the host")
+			}
+			if err := e.del(rt); err != nil {
+				t.Fatal(err)
+			}
+			e.assertVFHome(1)
+		})
+	}
+}
+
+// TestSeedDelWithKubeconfigGone: DEL succeeds with the kubeconfig file
+// missing, for a container never added (kubelet's DEL of a sandbox whose
+// ADD failed early) and for an added one, whose VF comes home from the
+// cache (defect 2).
+func TestSeedDelWithKubeconfigGone(t *testing.T) {
+	e := setup(t)
+	pod := e.seedObjects("ai-nokube", "face-trainer-0")
+	e.allocateVF("ai-nokube/face-trainer-0", 2)
+	rt := e.rt("c-nokube", pod, "")
+	if err := e.add(rt); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Remove(e.conf["kubeconfig"].(string)); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.del(e.rt("c-never-added", pod, "")); err != nil {
+		t.Fatalf("DEL of a container never added, kubeconfig gone: %v", err)
+	}
+	if err := e.del(rt); err != nil {
+		t.Fatalf("DEL of an added container, kubeconfig gone: %v", err)
+	}
+	if links := netnsutil.Links(t, e.pod); len(links) != 1 {
+		t.Fatalf("after DEL the pod keeps %v", links)
+	}
+	e.assertVFHome(2)
 }
