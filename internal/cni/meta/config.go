@@ -56,27 +56,27 @@ type NetConf struct {
 	types.PluginConf
 
 	// Multus-compatible fields.
-	Kubeconfig             string            `json:"kubeconfig"`
-	ClusterNetwork         string            `json:"clusterNetwork"`
-	DefaultNetworks        []string          `json:"defaultNetworks"`
-	RawDelegates           []json.RawMessage `json:"delegates"`
-	ConfDir                string            `json:"confDir"`
-	CNIDir                 string            `json:"cniDir"`
-	BinDir                 string            `json:"binDir"`
-	LogFile                string            `json:"logFile"`
-	LogLevel               string            `json:"logLevel"`
-	LogToStderr            bool              `json:"logToStderr"`
+	Kubeconfig      string            `json:"kubeconfig"`
+	ClusterNetwork  string            `json:"clusterNetwork"`
+	DefaultNetworks []string          `json:"defaultNetworks"`
+	RawDelegates    []json.RawMessage `json:"delegates"`
+	ConfDir         string            `json:"confDir"`
+	CNIDir          string            `json:"cniDir"`
+	BinDir          string            `json:"binDir"`
+	LogFile         string            `json:"logFile"`
+	LogLevel        string            `json:"logLevel"`
+	LogToStderr     bool              `json:"logToStderr"`
 	// RawNamespaceIsolation is namespaceIsolation as written; unset means
 	// on (see NamespaceIsolation).
-	RawNamespaceIsolation  *bool             `json:"namespaceIsolation,omitempty"`
-	RawGlobalNamespaces    string            `json:"globalNamespaces"`
-	SystemNamespaces       []string          `json:"systemNamespaces"`
-	MultusNamespace        string            `json:"multusNamespace"`
-	ReadinessIndicatorFile string            `json:"readinessindicatorfile"`
-	RetryDeleteOnError     bool              `json:"retryDeleteOnError"`
-	Capabilities           map[string]bool   `json:"capabilities,omitempty"`
-	LogOptions             json.RawMessage   `json:"logOptions,omitempty"`
-	AuxiliaryCNIChainName  string            `json:"auxiliaryCNIChainName,omitempty"`
+	RawNamespaceIsolation  *bool           `json:"namespaceIsolation,omitempty"`
+	RawGlobalNamespaces    string          `json:"globalNamespaces"`
+	SystemNamespaces       []string        `json:"systemNamespaces"`
+	MultusNamespace        string          `json:"multusNamespace"`
+	ReadinessIndicatorFile string          `json:"readinessindicatorfile"`
+	RetryDeleteOnError     bool            `json:"retryDeleteOnError"`
+	Capabilities           map[string]bool `json:"capabilities,omitempty"`
+	LogOptions             json.RawMessage `json:"logOptions,omitempty"`
+	AuxiliaryCNIChainName  string          `json:"auxiliaryCNIChainName,omitempty"`
 	// RuntimeConfig is what the runtime passed for the capabilities this
 	// config declares (libcni injects it): portMappings, bandwidth, ips,
 	// mac, dns, cgroupPath, ... It goes to the cluster network's delegates.
@@ -283,8 +283,8 @@ func ParseDelConfig(b []byte) *NetConf {
 // lint). Multus keys rdmanet accepts without acting on them are warned
 // about with the reason.
 var ConfigKeys = confkeys.Catalogue{
-	Plugin:  "rdmanet",
-	Known:   append(slices.DeleteFunc(reflectKeys(NetConf{}), func(k string) bool { return k == "logOptions" || k == "auxiliaryCNIChainName" }), "cniVersions", "disableCheck", "disableGC"),
+	Plugin: "rdmanet",
+	Known:  append(slices.DeleteFunc(reflectKeys(NetConf{}), func(k string) bool { return k == "logOptions" || k == "auxiliaryCNIChainName" }), "cniVersions", "disableCheck", "disableGC"),
 	Ignored: map[string]string{
 		"daemonSocketDir":       "a Multus thick-plugin key; rdmanet's shim finds its daemon through daemonSocket",
 		"socketDir":             "a Multus thick-plugin key; rdmanet's shim finds its daemon through daemonSocket",

@@ -87,11 +87,11 @@ func NewCNI(conf *NetConf, cniPath string, exec invoke.Exec) *libcni.CNIConfig {
 // Record is what ADD leaves in the cache for DEL: enough to undo every
 // delegate without the pod, the NADs or the API server.
 type Record struct {
-	ContainerID string      `json:"containerID"`
-	Netns       string      `json:"netns"`
-	Pod         string      `json:"pod"` // namespace/name
-	PodUID      string      `json:"podUID"`
-	CNIArgs     string      `json:"cniArgs"`
+	ContainerID string `json:"containerID"`
+	Netns       string `json:"netns"`
+	Pod         string `json:"pod"` // namespace/name
+	PodUID      string `json:"podUID"`
+	CNIArgs     string `json:"cniArgs"`
 	// CNIPath is the call's CNI_PATH, for retries outside a call.
 	CNIPath   string      `json:"cniPath,omitempty"`
 	Delegates []*Delegate `json:"delegates"` // default first, attachments in order
