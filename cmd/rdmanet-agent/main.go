@@ -17,6 +17,7 @@ import (
 	"github.com/rdmanet/rdmanet/internal/agent"
 	"github.com/rdmanet/rdmanet/internal/devinfo"
 	"github.com/rdmanet/rdmanet/internal/inventory"
+	"github.com/rdmanet/rdmanet/internal/netops"
 	"github.com/rdmanet/rdmanet/internal/version"
 )
 
@@ -27,8 +28,10 @@ func (m *multiFlag) Set(v string) error { *m = append(*m, v); return nil }
 
 type procProbe struct{ procRoot string }
 
+// DefaultRouteLinks: the routing table's default-route devices and every
+// netdev under them in the agent's netns (hostNetwork: the node's).
 func (p procProbe) DefaultRouteLinks() ([]string, error) {
-	return inventory.DefaultRouteLinks(p.procRoot)
+	return inventory.DefaultRouteNetdevs(p.procRoot, netops.LowerLinks)
 }
 func (p procProbe) RDMANetnsMode() (string, error) { return rdmaNetnsMode() }
 
@@ -43,7 +46,7 @@ func run() int {
 	var o agent.Options
 	fs.Var(&configs, "config", "pool configuration file; repeatable. Accepts the SR-IOV Network Device Plugin config.json (resourceList), the rdma-shared-dev-plugin config (configList), a file with both keys, or a ConfigMap / NicClusterPolicy YAML holding them")
 	fs.StringVar(&o.SysfsRoot, "sysfs-root", "/sys", "sysfs mount to read the PCI, net and infiniband trees from (a fixture tree in tests and demos)")
-	procRoot := fs.String("proc-root", "/proc", "procfs mount; net/route tells which NIC carries the default route (never handed out)")
+	procRoot := fs.String("proc-root", "/proc", "procfs mount; net/route tells which NIC carries the default route (never handed out, nor any PF under it: bond slaves, a VLAN's parent, bridge ports)")
 	fs.StringVar(&o.PluginDir, "device-plugin-dir", "/var/lib/kubelet/device-plugins", "kubelet device-plugin directory: one socket per pool is created here")
 	fs.StringVar(&o.KubeletSocket, "kubelet-socket", "", "kubelet registration socket (default <device-plugin-dir>/kubelet.sock)")
 	fs.StringVar(&o.DevInfoDir, "devinfo-dir", devinfo.DefaultDir, "directory for Network Plumbing WG device-info files read by the CNI side")
