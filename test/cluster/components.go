@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"path/filepath"
 	"strconv"
+
+	"github.com/rdmanet/rdmanet/internal/netops"
 )
 
 // component is one long-running process of the node.
@@ -131,4 +133,19 @@ func components(l Layout) []component {
 			args: []string{"--sysfs-root=" + l.Sysfs()},
 		},
 	}
+}
+
+// RecordStateFile is the recording fake's state on the machine (the node
+// sees it as /var/lib/rdmanet/netops-record.json, simEnv).
+func (l Layout) RecordStateFile() string { return l.path("node/var/lib/rdmanet/netops-record.json") }
+
+// SetRDMANetnsMode sets the simulated kernel's RDMA netns mode, what `rdma
+// system set netns <mode>` does at boot on a real node. The agent is told
+// the same with --rdma-netns-mode (the overlay; this kernel cannot report
+// it).
+func SetRDMANetnsMode(l Layout, mode string) error {
+	if err := netops.NewRecorder(l.RecordStateFile()).SetNetnsMode(mode); err != nil {
+		return fmt.Errorf("simulated RDMA netns mode: %w", err)
+	}
+	return nil
 }

@@ -159,6 +159,8 @@ var PrivateMounts = []PrivateMount{
 	// plugins here): a fixed path, so the committed overlay needs no
 	// machine-specific value.
 	{"/var/lib/rdmanet-sim/sys", "node/sys"},
+	// The RDMA character devices the agent hands to pods (writeDevNodes).
+	{"/dev/infiniband", "node/dev/infiniband"},
 }
 
 // mkdirs creates the state directory tree.

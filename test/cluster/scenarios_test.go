@@ -410,8 +410,12 @@ var sharedFiles = []string{"examples/cluster/shared/nad.yaml", "examples/cluster
 // --rdma-netns-mode), then runs the shared-mode pods: a macvlan net1 over
 // the shared HCA's PF, the HCA's devices from the shared pool.
 func testShared(t *testing.T) {
+	if err := cluster.SetRDMANetnsMode(layout, "shared"); err != nil {
+		t.Fatal(err)
+	}
+	ci, ai := agentModeArg(t)
 	kubectl(t, "-n", "rdmanet-system", "patch", "daemonset", "rdmanet-node", "--type=json",
-		"-p", `[{"op": "replace", "path": "/spec/template/spec/containers/0/args/`+agentModeArgIndex(t)+`", "value": "--rdma-netns-mode=shared"}]`)
+		"-p", fmt.Sprintf(`[{"op": "replace", "path": "/spec/template/spec/containers/%d/args/%d", "value": "--rdma-netns-mode=shared"}]`, ci, ai))
 	kubectl(t, "-n", "rdmanet-system", "rollout", "status", "daemonset/rdmanet-node", "--timeout=300s")
 	deadline := time.Now().Add(2 * time.Minute)
 	for {
@@ -443,15 +447,24 @@ func testShared(t *testing.T) {
 	deleteExample(t, sharedFiles...)
 }
 
-func agentModeArgIndex(t *testing.T) string {
-	args := strings.Fields(kubectl(t, "-n", "rdmanet-system", "get", "daemonset", "rdmanet-node", "-o", `jsonpath={.spec.template.spec.containers[0].args[*]}`))
-	for i, a := range args {
-		if strings.HasPrefix(a, "--rdma-netns-mode=") {
-			return fmt.Sprint(i)
+// agentModeArg finds the agent container and its --rdma-netns-mode argument.
+func agentModeArg(t *testing.T) (container, arg int) {
+	names := strings.Fields(kubectl(t, "-n", "rdmanet-system", "get", "daemonset", "rdmanet-node", "-o", `jsonpath={.spec.template.spec.containers[*].name}`))
+	for ci, n := range names {
+		if n != "rdmanet-agent" {
+			continue
 		}
+		args := strings.Fields(kubectl(t, "-n", "rdmanet-system", "get", "daemonset", "rdmanet-node", "-o",
+			fmt.Sprintf(`jsonpath={.spec.template.spec.containers[%d].args[*]}`, ci)))
+		for ai, a := range args {
+			if strings.HasPrefix(a, "--rdma-netns-mode=") {
+				return ci, ai
+			}
+		}
+		t.Fatalf("agent args %v have no --rdma-netns-mode", args)
 	}
-	t.Fatalf("agent args %v have no --rdma-netns-mode", args)
-	return ""
+	t.Fatalf("no rdmanet-agent container in %v", names)
+	return 0, 0
 }
 
 // sharedNamespace and sharedPods read the runnable shared example.

@@ -138,8 +138,14 @@ func Up(ctx context.Context, l Layout, o Options) (State, error) {
 	if err := os.RemoveAll(l.Sysfs()); err != nil {
 		return State{}, fmt.Errorf("clear %s: %w", l.Sysfs(), err)
 	}
+	if err := SetRDMANetnsMode(l, "exclusive"); err != nil {
+		return State{}, err
+	}
 	if _, err := sysfsfixture.NewStandard(l.Sysfs(), sysfsfixture.StandardOptions{RoCEVFs: NumVFs, GPUs: o.GPUs, VFNetdev: VFNetdev}); err != nil {
 		return State{}, fmt.Errorf("sysfs fixture: %w", err)
+	}
+	if err := writeDevNodes(l); err != nil {
+		return State{}, err
 	}
 	for _, m := range PrivateMounts {
 		if !fileExists(m.Target) {
@@ -296,9 +302,11 @@ var upstreamCNIPlugins = []string{
 	"github.com/containernetworking/plugins/plugins/meta/portmap",
 }
 
+// They are static (CGO_ENABLED=0), as upstream releases them: the daemon
+// execs them from inside its container, whose image has no libc.
 func (l Layout) buildNodeBinaries(ctx context.Context, out io.Writer) error {
 	args := append([]string{"build", "-o", l.path("node/opt/cni/bin") + "/"}, upstreamCNIPlugins...)
-	if err := l.runHost(ctx, out, "go", args...); err != nil {
+	if err := l.runHost(ctx, out, "env", append([]string{"CGO_ENABLED=0", "go"}, args...)...); err != nil {
 		return err
 	}
 	if fileExists(filepath.Join(l.Repo, "test/cluster/fakegpu/cmd/fake-gpu-plugin")) {
