@@ -39,6 +39,9 @@ func writeDevNodes(l Layout) error {
 		}
 	}
 	for name, dev := range nodes {
+		if dev == "" {
+			dev = kernelDev(name) // the fixture leaves some "dev" files out
+		}
 		maj, min, err := parseDev(dev)
 		if err != nil {
 			return fmt.Errorf("fixture char device %s: %w", name, err)
@@ -65,4 +68,18 @@ func parseDev(s string) (uint32, uint32, error) {
 		return 0, 0, fmt.Errorf("dev %q: %w", s, err)
 	}
 	return uint32(maj), uint32(min), nil
+}
+
+// kernelDev is the number the kernel gives an InfiniBand char device:
+// umadN 231:N, issmN 231:64+N, uverbsN 231:192+N.
+func kernelDev(name string) string {
+	for _, p := range []struct {
+		prefix string
+		base   int
+	}{{"umad", 0}, {"issm", 64}, {"uverbs", 192}} {
+		if n, err := strconv.Atoi(strings.TrimPrefix(name, p.prefix)); err == nil && strings.HasPrefix(name, p.prefix) {
+			return fmt.Sprintf("231:%d", p.base+n)
+		}
+	}
+	return ""
 }
