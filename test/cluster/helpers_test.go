@@ -132,10 +132,20 @@ func find(st []networkStatus, iface string) *networkStatus {
 	return nil
 }
 
-// execIn runs a command in a pod's first container with kubectl exec.
+// execIn runs a command in a pod's first container with kubectl exec. Right
+// after a kubelet restart the API says Running before kubelet knows the pod
+// again ("unable to upgrade connection: pod does not exist"): that is
+// retried for a minute.
 func execIn(t *testing.T, ns, pod string, argv ...string) (string, error) {
 	t.Helper()
-	return k.Output(ctx(t, time.Minute), append([]string{"-n", ns, "exec", pod, "--"}, argv...)...)
+	deadline := time.Now().Add(time.Minute)
+	for {
+		out, err := k.Output(ctx(t, time.Minute), append([]string{"-n", ns, "exec", pod, "--"}, argv...)...)
+		if err == nil || !strings.Contains(err.Error(), "unable to upgrade connection") || time.Now().After(deadline) {
+			return out, err
+		}
+		time.Sleep(time.Second)
+	}
 }
 
 // ipv4Of returns the IPv4 addresses (CIDR form) of iface inside the pod.

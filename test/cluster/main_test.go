@@ -54,6 +54,8 @@ func run(m *testing.M) int {
 		fmt.Fprintf(os.Stderr, "cluster tier: cluster-up failed: %v\n", upErr)
 	} else if state, err = readState(dir); err != nil {
 		fmt.Fprintln(os.Stderr, err)
+	} else if err := cluster.SetRDMANetnsMode(layout, "exclusive"); err != nil { // the node's mode, whatever a reused cluster was left in
+		fmt.Fprintln(os.Stderr, err)
 	} else {
 		k = cluster.Kubectl{Path: state.Kubectl, Kubeconfig: state.Kubeconfig}
 		code = m.Run()

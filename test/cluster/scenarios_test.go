@@ -3,6 +3,7 @@
 package cluster_test
 
 import (
+	"context"
 	"fmt"
 	"net"
 	"os"
@@ -68,16 +69,34 @@ func testInstalled(t *testing.T) {
 	}
 }
 
+// applyExample creates ns (when missing) and applies files; both are
+// removed when the test ends, passed or failed, so a failure does not hold
+// VFs, GPUs or addresses the next scenario needs.
 func applyExample(t *testing.T, ns string, files ...string) {
 	t.Helper()
 	if ns != "" {
 		if _, err := k.Output(ctx(t, time.Minute), "get", "ns", ns); err != nil {
 			kubectl(t, "create", "ns", ns)
+			if ns != exclusiveNS {
+				cleanupNamespace(t, ns)
+			}
 		}
 	}
 	for _, f := range files {
 		kubectl(t, "apply", "-f", repoPath(f))
 	}
+	t.Cleanup(func() {
+		for i := len(files) - 1; i >= 0; i-- {
+			_, _ = k.Output(context.Background(), "delete", "--ignore-not-found", "--wait", "--timeout=180s", "-f", repoPath(files[i]))
+		}
+	})
+}
+
+// cleanupNamespace deletes ns when the test ends.
+func cleanupNamespace(t *testing.T, ns string) {
+	t.Cleanup(func() {
+		_, _ = k.Output(context.Background(), "delete", "ns", ns, "--ignore-not-found", "--wait", "--timeout=300s")
+	})
 }
 
 func deleteExample(t *testing.T, files ...string) {
@@ -238,10 +257,10 @@ func testHostNetwork(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if strings.Contains(out, " net1:") {
+	if hasLink(out, "net1") {
 		t.Errorf("hostNetwork pod has a net1:\n%s", out)
 	}
-	if !strings.Contains(out, " "+cluster.UplinkDev+":") {
+	if !hasLink(out, cluster.UplinkDev) {
 		t.Errorf("hostNetwork pod does not see the node's %s:\n%s", cluster.UplinkDev, out)
 	}
 	deleteExample(t, hostFiles...)
@@ -284,6 +303,7 @@ spec:
           securityContext: {capabilities: {add: [IPC_LOCK]}}
           resources: {limits: {%[2]s: "1"}}
 `, ns, vfResource, cluster.TestboxImage)
+	cleanupNamespace(t, ns)
 	if err := k.Apply(ctx(t, time.Minute), manifest); err != nil {
 		t.Fatal(err)
 	}
@@ -371,10 +391,25 @@ func testRoll(t *testing.T) {
 	}
 	name, _, _ := strings.Cut(state.Image, ":")
 	newRef := name + ":rolled"
-	out, err := cluster.NewControl(layout).Exec(ctx(t, time.Minute), layout.Tools()+"/ctr", "--address", cluster.ContainerdSocket,
-		"-n", "k8s.io", "images", "tag", "--force", state.Image, newRef)
+	// containerd stores the image under its normalized (fully qualified)
+	// name: tag that one.
+	ctr := []string{layout.Tools() + "/ctr", "--address", cluster.ContainerdSocket, "-n", "k8s.io"}
+	refs, err := cluster.NewControl(layout).Exec(ctx(t, time.Minute), append(ctr, "images", "ls", "-q")...)
 	if err != nil {
-		t.Fatalf("tag %s as %s: %v\n%s", state.Image, newRef, err, out)
+		t.Fatalf("ctr images ls: %v\n%s", err, refs)
+	}
+	var stored string
+	for _, r := range strings.Fields(refs) {
+		if r == state.Image || strings.HasSuffix(r, "/"+state.Image) {
+			stored = r
+		}
+	}
+	if stored == "" {
+		t.Fatalf("image %s not in containerd: %s", state.Image, refs)
+	}
+	storedNew := strings.TrimSuffix(stored, state.Image) + newRef
+	if out, err := cluster.NewControl(layout).Exec(ctx(t, time.Minute), append(ctr, "images", "tag", "--force", stored, storedNew)...); err != nil {
+		t.Fatalf("tag %s as %s: %v\n%s", stored, storedNew, err, out)
 	}
 	oldPod := pods(t, "rdmanet-system", "app.kubernetes.io/name=rdmanet-node")[0].Name
 	kubectl(t, "-n", "rdmanet-system", "set", "image", "daemonset/rdmanet-node", "*="+newRef)
@@ -414,6 +449,14 @@ func testShared(t *testing.T) {
 		t.Fatal(err)
 	}
 	ci, ai := agentModeArg(t)
+	t.Cleanup(func() { // back to the node's exclusive mode for what follows
+		if err := cluster.SetRDMANetnsMode(layout, "exclusive"); err != nil {
+			t.Error(err)
+		}
+		_, _ = k.Output(context.Background(), "-n", "rdmanet-system", "patch", "daemonset", "rdmanet-node", "--type=json",
+			"-p", fmt.Sprintf(`[{"op": "replace", "path": "/spec/template/spec/containers/%d/args/%d", "value": "--rdma-netns-mode=exclusive"}]`, ci, ai))
+		_, _ = k.Output(context.Background(), "-n", "rdmanet-system", "rollout", "status", "daemonset/rdmanet-node", "--timeout=300s")
+	})
 	kubectl(t, "-n", "rdmanet-system", "patch", "daemonset", "rdmanet-node", "--type=json",
 		"-p", fmt.Sprintf(`[{"op": "replace", "path": "/spec/template/spec/containers/%d/args/%d", "value": "--rdma-netns-mode=shared"}]`, ci, ai))
 	kubectl(t, "-n", "rdmanet-system", "rollout", "status", "daemonset/rdmanet-node", "--timeout=300s")
@@ -432,11 +475,12 @@ func testShared(t *testing.T) {
 	ns := sharedNamespace(t)
 	ps := waitRunning(t, ns, "", sharedPods(t), 3*time.Minute)
 	for _, p := range ps {
-		out, err := execIn(t, ns, p.Name, "ip", "-d", "link", "show", "net1")
+		// busybox's ip has no -d; the kernel names the link type in sysfs.
+		out, err := execIn(t, ns, p.Name, "cat", "/sys/class/net/net1/uevent")
 		if err != nil {
 			t.Fatal(err)
 		}
-		if !strings.Contains(out, "macvlan") {
+		if !strings.Contains(out, "DEVTYPE=macvlan") {
 			t.Errorf("%s: net1 is not a macvlan:\n%s", p.Name, out)
 		}
 		st := find(waitNetworkStatus(t, ns, p.Name), "net1")
@@ -516,4 +560,16 @@ func testUninstall(t *testing.T) {
 			t.Errorf("rdmanet process left on the node after kubectl delete -k: %s", p)
 		}
 	}
+}
+
+// hasLink reports whether `ip -o link show` output lists the link
+// (busybox prints "2: eno1@eno1: ..." for a veth end).
+func hasLink(out, name string) bool {
+	for _, line := range strings.Split(out, "\n") {
+		f := strings.Fields(line)
+		if len(f) > 1 && (f[1] == name+":" || strings.HasPrefix(f[1], name+"@")) {
+			return true
+		}
+	}
+	return false
 }

@@ -76,6 +76,13 @@ func Up(ctx context.Context, l Layout, o Options) (State, error) {
 	if st, err := l.readState(); err == nil {
 		if _, serr := NewControl(l).Status(ctx); serr == nil {
 			fmt.Fprintf(o.Out, "cluster-up: a cluster is already running from %s (started %s); reusing it\n", l.Dir, st.Started)
+			if o.Install {
+				// kubectl apply is idempotent: this reinstalls rdmanet if
+				// it was deleted, and is a no-op otherwise.
+				if err := l.Install(ctx, l.Kubectl(st), st.Image, o.Out); err != nil {
+					return st, err
+				}
+			}
 			return st, nil
 		}
 		return State{}, fmt.Errorf("%s holds a cluster whose supervisor is not running (stale, started %s); fix: make cluster-down, then make cluster-up", l.Dir, st.Started)
