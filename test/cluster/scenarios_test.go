@@ -474,14 +474,21 @@ func testShared(t *testing.T) {
 	applyExample(t, sharedNamespace(t), sharedFiles...)
 	ns := sharedNamespace(t)
 	ps := waitRunning(t, ns, "", sharedPods(t), 3*time.Minute)
+	link, err := cluster.NewControl(layout).Exec(ctx(t, time.Minute), "ip", "-o", "link", "show", cluster.SharedPF)
+	if err != nil {
+		t.Fatalf("ip link show %s in the node: %v", cluster.SharedPF, err)
+	}
+	pfIndex, _, _ := strings.Cut(link, ":")
 	for _, p := range ps {
-		// busybox's ip has no -d; the kernel names the link type in sysfs.
-		out, err := execIn(t, ns, p.Name, "cat", "/sys/class/net/net1/uevent")
+		// busybox's ip has no -d, and sysfs does not name the link type: a
+		// macvlan's iflink is its lower device's ifindex, so net1 must
+		// point at the shared HCA's PF in the node.
+		out, err := execIn(t, ns, p.Name, "cat", "/sys/class/net/net1/iflink")
 		if err != nil {
 			t.Fatal(err)
 		}
-		if !strings.Contains(out, "DEVTYPE=macvlan") {
-			t.Errorf("%s: net1 is not a macvlan:\n%s", p.Name, out)
+		if trim(out) != pfIndex {
+			t.Errorf("%s: net1's lower link is ifindex %s, want %s (%s, the shared HCA's PF)", p.Name, trim(out), pfIndex, cluster.SharedPF)
 		}
 		st := find(waitNetworkStatus(t, ns, p.Name), "net1")
 		if st == nil || len(st.IPs) == 0 {
