@@ -20,8 +20,11 @@ build::
 # Components add prerequisites (tool builds, plugin binaries) with `test-prereqs::` in mk/*.mk.
 test-prereqs:: build
 
+# The unit, netns, apiserver and kubelet tiers (hack/test.sh), then the
+# cluster tier: a real node is brought up, tested and taken down (mk/cluster.mk).
 test: test-prereqs
 	hack/test.sh
+	$(MAKE) --no-print-directory test-cluster
 
 -include mk/*.mk
 

@@ -29,6 +29,8 @@ cluster-status: cluster-bin
 # The cluster tier: the tests bring the cluster up themselves (through the
 # same binary) and take it down at the end, checking the machine.
 test-cluster: cluster-bin
+	@mkdir -p $(CURDIR)/_output
+	$(GO) vet -tags clustertest ./test/cluster/
 	RDMANET_CLUSTER_BIN=$(CLUSTER_BIN) RDMANET_CLUSTER_DIR=$(CLUSTER_DIR) \
 	  $(GO) test -tags clustertest -count=1 -timeout 60m -v ./test/cluster/ 2>&1 | tee $(CURDIR)/_output/test-cluster.log; \
 	  exit $${PIPESTATUS[0]}
