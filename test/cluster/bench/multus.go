@@ -123,37 +123,80 @@ func (e *env) tool(set, name string) string {
 	return filepath.Join(e.l.Tools(), name)
 }
 
-// installMultus makes the real Multus v4.2.3 thin plugin the node's CNI with
-// upstream macvlan and Whereabouts v0.9.2 (instead of rdmanet and
-// rdmanet-ipam, which the rdmanet installer also put in as "whereabouts"):
-//
-//   - Whereabouts' CRDs applied (when missing);
-//   - /opt/cni/bin/multus and /opt/cni/bin/whereabouts (rdmanet's copy moved aside);
-//   - /etc/cni/net.d/multus.d/multus.kubeconfig, whereabouts.d/{whereabouts.conf,whereabouts.kubeconfig}
-//     (the admin identity, certificates embedded);
-//   - /etc/cni/net.d/00-multus.conflist in (what Multus' thin entrypoint makes
-//     of the bridge network's config, see MultusConf), 00-rdmanet.conf moved aside.
-//
-// The returned function (also registered for cleanup; the second call is a
-// no-op) puts the node back: rdmanet's config and whereabouts binary, no
-// Multus file, Whereabouts' pools and lease and the CRDs it applied gone.
-// Pods started under Multus must be deleted before it runs (their DEL goes
-// through Multus).
-func (e *env) installMultus(ctx context.Context) (func(context.Context) error, error) {
-	multus := e.tool(e.cfg.MultusBin, "multus")
-	wb := e.tool(e.cfg.WhereaboutsBin, "whereabouts")
+// whereaboutsAPI installs what Whereabouts needs from the API server once
+// for the run: its CRDs (only those missing). Cleanup removes what the run
+// added: the CRDs it applied (their pools and reservations with them; for
+// CRDs that were there before, the pools the run made), and the lease
+// Whereabouts elects on in kube-system when it was not there before.
+func (e *env) whereaboutsAPI(ctx context.Context) error {
 	crds := e.cfg.WhereaboutsCRDs
 	if crds == "" {
 		crds = filepath.Join(e.l.Repo, ".tools", "whereabouts-crds")
 	}
+	files, _ := filepath.Glob(filepath.Join(crds, "*.yaml"))
+	if len(files) == 0 {
+		return fmt.Errorf("no Whereabouts CRDs in %s; fix: hack/build-whereabouts.sh (make whereabouts-tool)", crds)
+	}
+	u := &undo{}
+	e.onCleanup(func(context.Context) error { return u.run() })
+	for _, f := range files {
+		name, err := CRDName(f)
+		if err != nil {
+			return err
+		}
+		if _, err := e.k.Output(ctx, "get", "crd", name); err == nil {
+			e.logf("CRD %s already installed; keeping it", name)
+			sweep, err := e.sweeper(ctx, name, "kube-system")
+			if err != nil {
+				return err
+			}
+			u.push(func() error { return sweep(context.Background()) })
+			continue
+		}
+		if _, err := e.k.Output(ctx, "apply", "-f", f); err != nil {
+			return err
+		}
+		u.push(func() error {
+			_, err := e.k.Output(context.Background(), "delete", "crd", name, "--ignore-not-found", "--wait", "--timeout=120s")
+			return err
+		})
+		if _, err := e.k.Output(ctx, "wait", "--for=condition=Established", "crd/"+name, "--timeout=60s"); err != nil {
+			return err
+		}
+	}
+	leases := e.cs.CoordinationV1().Leases("kube-system")
+	if _, err := leases.Get(ctx, "whereabouts", metav1.GetOptions{}); apierrors.IsNotFound(err) {
+		u.push(func() error {
+			err := leases.Delete(context.Background(), "whereabouts", metav1.DeleteOptions{})
+			if err != nil && !apierrors.IsNotFound(err) {
+				return fmt.Errorf("delete lease kube-system/whereabouts: %w", err)
+			}
+			return nil
+		})
+	}
+	return nil
+}
+
+// useMultus makes the real Multus v4.2.3 thin plugin the node's CNI with
+// upstream macvlan and Whereabouts v0.9.2 (instead of rdmanet and
+// rdmanet-ipam, which the rdmanet installer also put in as "whereabouts"):
+//
+//   - /opt/cni/bin/multus and /opt/cni/bin/whereabouts (rdmanet's copy moved aside);
+//   - /etc/cni/net.d/multus.d/multus.kubeconfig, whereabouts.d/{whereabouts.conf,whereabouts.kubeconfig}
+//     (the admin identity, certificates embedded);
+//   - /etc/cni/net.d/00-multus.conflist (what Multus' thin entrypoint makes
+//     of the bridge network's config, see MultusConf); 00-rdmanet.conf moved aside.
+//
+// The returned function (also registered for cleanup; a second call is a
+// no-op) puts the node's files back as they were. Pods started under Multus
+// must be gone before it runs (their DEL goes through Multus).
+func (e *env) useMultus(ctx context.Context) (func(context.Context) error, error) {
+	multus := e.tool(e.cfg.MultusBin, "multus")
+	wb := e.tool(e.cfg.WhereaboutsBin, "whereabouts")
 	for _, p := range []string{multus, wb} {
 		if st, err := os.Stat(p); err != nil || st.Mode()&0o111 == 0 {
 			return nil, fmt.Errorf("%s not built; fix: make multus-tool whereabouts-tool (hack/build-multus.sh, hack/build-whereabouts.sh)", p)
 		}
-	}
-	files, _ := filepath.Glob(filepath.Join(crds, "*.yaml"))
-	if len(files) == 0 {
-		return nil, fmt.Errorf("no Whereabouts CRDs in %s; fix: hack/build-whereabouts.sh", crds)
 	}
 	ca, cerr := os.ReadFile(filepath.Join(e.l.PKI(), "ca.crt"))
 	crt, terr := os.ReadFile(filepath.Join(e.l.PKI(), "admin.crt"))
@@ -170,55 +213,17 @@ func (e *env) installMultus(ctx context.Context) (func(context.Context) error, e
 			return nil
 		}
 		done = true
-		e.logf("restoring rdmanet as the node's CNI")
-		return u.run()
+		err := u.run()
+		// The runtime reloads its CNI config on the change.
+		time.Sleep(2 * time.Second)
+		return err
 	}
 	e.onCleanup(restore)
 	fail := func(err error) (func(context.Context) error, error) {
 		return nil, errors.Join(err, restore(ctx))
 	}
 
-	// API objects: CRDs (only those missing), and what Whereabouts creates
-	// in kube-system (its pools' and reservations' CRDs go with the CRDs;
-	// the lease it elects on is deleted when it was not there before).
-	for _, f := range files {
-		name, err := CRDName(f)
-		if err != nil {
-			return fail(err)
-		}
-		if _, err := e.k.Output(ctx, "get", "crd", name); err == nil {
-			// Keep it; remove only the objects of it this run makes.
-			e.logf("CRD %s already installed; keeping it", name)
-			sweep, err := e.sweeper(ctx, name, "kube-system")
-			if err != nil {
-				return fail(err)
-			}
-			u.push(func() error { return sweep(context.Background()) })
-			continue
-		}
-		if _, err := e.k.Output(ctx, "apply", "-f", f); err != nil {
-			return fail(err)
-		}
-		u.push(func() error {
-			_, err := e.k.Output(context.Background(), "delete", "crd", name, "--ignore-not-found", "--wait", "--timeout=120s")
-			return err
-		})
-		if _, err := e.k.Output(ctx, "wait", "--for=condition=Established", "crd/"+name, "--timeout=60s"); err != nil {
-			return fail(err)
-		}
-	}
-	leases := e.cs.CoordinationV1().Leases("kube-system")
-	if _, err := leases.Get(ctx, "whereabouts", metav1.GetOptions{}); apierrors.IsNotFound(err) {
-		u.push(func() error {
-			err := leases.Delete(context.Background(), "whereabouts", metav1.DeleteOptions{})
-			if err != nil && !apierrors.IsNotFound(err) {
-				return fmt.Errorf("delete lease kube-system/whereabouts: %w", err)
-			}
-			return nil
-		})
-	}
-
-	// Node files (host paths of the node's private mounts).
+	// Host paths of the node's private mounts.
 	bin := filepath.Join(e.l.Dir, "node/opt/cni/bin")
 	conf := filepath.Join(e.l.Dir, "node/etc/cni/net.d")
 	cniState := filepath.Join(e.l.Dir, "node", MultusCNIDir)
@@ -238,7 +243,6 @@ func (e *env) installMultus(ctx context.Context) (func(context.Context) error, e
 	if err != nil {
 		return fail(err)
 	}
-	e.multusConf = mname
 	wconf, err := WhereaboutsConf()
 	if err != nil {
 		return fail(err)
@@ -264,11 +268,10 @@ func (e *env) installMultus(ctx context.Context) (func(context.Context) error, e
 			return fail(err)
 		}
 	}
-	e.logf("installed Multus (%s) + Whereabouts (%s) as the node's CNI; %s moved aside", multus, wb, RdmanetConfFile)
-	// The runtime reloads its CNI config on the directory change; the
-	// warm-up pod proves Multus served it (its cache dir gains an entry).
+	// The runtime reloads its CNI config on the change; each Multus batch
+	// then proves Multus served it (its cache dir has entries).
 	time.Sleep(2 * time.Second)
-	e.multusCache = cniState
+	e.multusCache, e.multusConf = cniState, mname
 	return restore, nil
 }
 

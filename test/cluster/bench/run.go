@@ -24,23 +24,25 @@ import (
 
 // Config of one benchmark run.
 type Config struct {
-	StateDir  string // the running cluster's state dir (make cluster-up's)
-	Repo      string // the rdmanet checkout (examples/, .tools/)
-	Namespace string // created for the run, deleted after it
-	Pods      int    // pods per batch, created at once
-	Batches   int    // batches per row (samples pooled)
-	Rows      []Row  // which rows, in RowOrder's order
-	Timeout   time.Duration
+	StateDir  string        // the running cluster's state dir (make cluster-up's)
+	Repo      string        // the rdmanet checkout (examples/, .tools/)
+	Namespace string        // created for the run, deleted after it
+	Pods      int           // pods per batch, created at once
+	Batches   int           // batches per row (samples pooled)
+	Rows      []Row         // which rows, in RowOrder's order
+	Timeout   time.Duration // how long one batch may take to be Running
+	Settle    time.Duration // pause before each batch (the previous one's teardown settles)
 	// Multus and Whereabouts built by hack/build-multus.sh and
 	// hack/build-whereabouts.sh; empty: the cluster's tools dir.
 	MultusBin, WhereaboutsBin, WhereaboutsCRDs string
 	Out                                        io.Writer
 }
 
-// RowOrder is the order the rows run in: the exclusive row with the agent in
-// exclusive RDMA netns mode, the shared rows after switching it to shared.
-// The plain row runs in both phases (its samples pooled), so each stack is
-// compared with plain pods started next to it.
+// RowOrder is the order of the rows within a phase and in the report. The
+// exclusive row runs with the agent in exclusive RDMA netns mode (phase 1),
+// the shared rows after switching it to shared (phase 2). The plain row
+// runs in both phases (its samples pooled), batch for batch next to each
+// stack's, so each is compared with plain pods started beside it.
 var RowOrder = []Row{RowPlain, RowExclusive, RowShared, RowMultus}
 
 // ParseRows parses a comma-separated row list (exclusive, plain, shared,
@@ -175,25 +177,21 @@ func Run(ctx context.Context, cfg Config) (results []Result, err error) {
 		res[r].Samples = append(res[r].Samples, samples...)
 		res[r].Walls = append(res[r].Walls, wall)
 	}
-	rowsRun := func(rows ...Row) error {
-		for _, r := range rows {
-			if !want[r] {
-				continue
-			}
-			if err := e.warmUp(ctx, r); err != nil {
-				return err
+	// A phase warms each of its stages up (one uncounted pod), then runs
+	// batch b of every stage before batch b+1 of any, so drift in the
+	// node's load spreads over all rows alike.
+	runPhase := func(stages []stage) error {
+		var live []stage
+		for _, st := range stages {
+			if want[st.row] {
+				live = append(live, st)
 			}
 		}
-		for b := 0; b < cfg.Batches; b++ {
-			for _, r := range rows {
-				if !want[r] {
-					continue
-				}
-				s, w, err := e.batch(ctx, r, fmt.Sprintf("b%d", b), cfg.Pods)
-				if err != nil {
+		for b := -1; b < cfg.Batches; b++ {
+			for _, st := range live {
+				if err := e.runStage(ctx, st, b, cfg.Pods, record); err != nil {
 					return err
 				}
-				record(r, s, w)
 			}
 		}
 		return nil
@@ -209,45 +207,80 @@ func Run(ctx context.Context, cfg Config) (results []Result, err error) {
 				return nil, err
 			}
 		}
-		if err := rowsRun(RowPlain, RowExclusive); err != nil {
+		if err := runPhase([]stage{{row: RowPlain}, {row: RowExclusive}}); err != nil {
 			return nil, err
 		}
 	}
-	// Phase 2: shared mode, rdmanet then Multus + Whereabouts on the same pods.
+	// Phase 2: shared mode; per batch plain pods, rdmanet, then the same
+	// pods with Multus + Whereabouts as the node's CNI (swapped in for the
+	// batch and out again, so the other rows always run on rdmanet).
 	if want[RowShared] || want[RowMultus] {
 		if err := e.setAgentMode(ctx, ModeShared); err != nil {
 			return nil, err
 		}
-		if want[RowShared] {
-			if err := e.applySharedNAD(ctx, "rdmanet-ipam"); err != nil {
-				return nil, err
-			}
-			if err := rowsRun(RowPlain, RowShared); err != nil {
-				return nil, err
-			}
-		} else if err := rowsRun(RowPlain); err != nil {
-			return nil, err
-		}
 		if want[RowMultus] {
-			restore, err := e.installMultus(ctx)
+			if err := e.whereaboutsAPI(ctx); err != nil {
+				return nil, err
+			}
+		}
+		shared := func(ctx context.Context) (func(context.Context) error, error) {
+			return nil, e.applySharedNAD(ctx, "rdmanet-ipam")
+		}
+		multus := func(ctx context.Context) (func(context.Context) error, error) {
+			restore, err := e.useMultus(ctx)
 			if err != nil {
 				return nil, err
 			}
 			if err := e.applySharedNAD(ctx, "whereabouts"); err != nil {
-				return nil, err
+				return nil, errors.Join(err, restore(ctx))
 			}
-			err = rowsRun(RowMultus)
-			// Back to rdmanet now (not only at cleanup), so a failure
-			// below cannot leave the node on Multus.
-			if rerr := restore(context.Background()); rerr != nil {
-				err = errors.Join(err, rerr)
-			}
-			if err != nil {
-				return nil, err
-			}
+			return restore, nil
+		}
+		if err := runPhase([]stage{{row: RowPlain}, {row: RowShared, enter: shared}, {row: RowMultus, enter: multus}}); err != nil {
+			return nil, err
 		}
 	}
 	return collect(), nil
+}
+
+// stage is a row of a phase, with what the node needs for it: enter sets
+// it up before each of the row's batches and returns what undoes it after
+// the batch (nil: nothing).
+type stage struct {
+	row   Row
+	enter func(context.Context) (func(context.Context) error, error)
+}
+
+// runStage runs batch b of a stage (b < 0: its warm-up pod) after letting
+// the node settle from the previous batch, and records the samples.
+func (e *env) runStage(ctx context.Context, st stage, b, pods int, record func(Row, []time.Duration, time.Duration)) (err error) {
+	if st.enter != nil {
+		leave, err := st.enter(ctx)
+		if err != nil {
+			return err
+		}
+		if leave != nil {
+			defer func() {
+				if lerr := leave(context.Background()); lerr != nil {
+					err = errors.Join(err, lerr)
+				}
+			}()
+		}
+	}
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-time.After(e.cfg.Settle):
+	}
+	if b < 0 {
+		return e.warmUp(ctx, st.row)
+	}
+	s, w, err := e.batch(ctx, st.row, fmt.Sprintf("b%d", b), pods)
+	if err != nil {
+		return err
+	}
+	record(st.row, s, w)
+	return nil
 }
 
 // createNamespace creates the run's namespace (a leftover of an earlier,

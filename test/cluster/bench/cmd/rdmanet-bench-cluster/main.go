@@ -22,9 +22,10 @@ func main() {
 	repo := flag.String("repo", wd, "the rdmanet checkout (examples/, .tools/)")
 	ns := flag.String("namespace", "rdmanet-bench", "namespace created for the run and deleted after it")
 	pods := flag.Int("pods", 16, "pods per batch, created at once")
-	batches := flag.Int("batches", 2, "batches per row; percentiles over all batches' pods")
+	batches := flag.Int("batches", 3, "batches per row; percentiles over all batches' pods")
 	rows := flag.String("rows", "all", "rows to run: all, or a comma list of exclusive, plain, shared, multus")
 	timeout := flag.Duration("timeout", 5*time.Minute, "how long one batch may take to be Running")
+	settle := flag.Duration("settle", 3*time.Second, "pause before each batch, for the previous batch's teardown to settle")
 	flag.Parse()
 	rs, err := bench.ParseRows(*rows)
 	if err != nil {
@@ -37,7 +38,7 @@ func main() {
 	defer cancel()
 	results, err := bench.Run(ctx, bench.Config{
 		StateDir: *stateDir, Repo: *repo, Namespace: *ns, Pods: *pods, Batches: *batches,
-		Rows: rs, Timeout: *timeout, Out: os.Stdout,
+		Rows: rs, Timeout: *timeout, Settle: *settle, Out: os.Stdout,
 	})
 	for _, r := range results {
 		fmt.Println(r.Line(*pods))
