@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"sync"
 	"time"
@@ -147,6 +148,8 @@ func Run(ctx context.Context, cfg Config) (results []Result, err error) {
 	// IPAM's node-affine state (empty once the pods are gone), which the
 	// node daemon caches; deleting them under it fails the next ADD in
 	// that block once ("update block ...: not found").
+	e.logf("machine: %d CPUs, load average %s at the start", runtime.NumCPU(), loadavg())
+	defer func() { e.logf("load average %s at the end", loadavg()) }()
 	if err := e.createNamespace(ctx); err != nil {
 		return nil, err
 	}
@@ -774,4 +777,18 @@ func (e *env) sweeper(ctx context.Context, resource, ns string) (func(context.Co
 		}
 		return errors.Join(errs...)
 	}, nil
+}
+
+// loadavg is the machine's 1/5/15-minute load average (context for the
+// figures: the node shares the machine's CPUs with everything else).
+func loadavg() string {
+	b, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return "unknown"
+	}
+	f := strings.Fields(string(b))
+	if len(f) < 3 {
+		return "unknown"
+	}
+	return strings.Join(f[:3], " ")
 }
