@@ -34,7 +34,11 @@ func main() {
 	if *pods < 1 || *batches < 1 {
 		fail(fmt.Errorf("--pods and --batches must be at least 1"))
 	}
-	ctx, cancel := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	// Interrupted, the run still puts the node back. A dead reader of its
+	// output (make's tee killed) must not kill it mid-run either: with
+	// SIGPIPE notified, writes to a broken pipe fail with EPIPE instead.
+	signal.Notify(make(chan os.Signal, 1), syscall.SIGPIPE)
+	ctx, cancel := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM, syscall.SIGHUP)
 	defer cancel()
 	results, err := bench.Run(ctx, bench.Config{
 		StateDir: *stateDir, Repo: *repo, Namespace: *ns, Pods: *pods, Batches: *batches,
