@@ -359,7 +359,8 @@ func (e *env) warmUp(ctx context.Context, r Row) error {
 // before it returns.
 //
 // Ready: the moment a watch on the pods saw the pod Running, provided an
-// exec in the pod then finds net1 (`ip link show net1`). net1 is made by
+// exec in the pod then finds net1 (`ip link show net1`; in shared mode a
+// child of the shared HCA's PF). net1 is made by
 // the CNI ADD of the pod's sandbox, which completes before any container
 // starts, so a net1 found after Running was there at Running; the execs run
 // once all the batch's pods are Running, so they do not slow the batch.
@@ -487,11 +488,24 @@ func (e *env) rewatch(ctx context.Context, sel string, running map[string]time.T
 }
 
 // checkNet1 execs `ip link show` of the row's interface in every pod, four
-// at a time: net1, or eth0 for plain pods.
+// at a time: net1, or eth0 for plain pods. In shared mode net1 must also be
+// a child of the shared HCA's PF: busybox's ip has no -d and sysfs does not
+// name the link type, but a macvlan's iflink is its lower device's ifindex
+// (the PF's, in the node).
 func (e *env) checkNet1(ctx context.Context, r Row, objs []*corev1.Pod) error {
 	iface := "net1"
 	if r.Network() == "" {
 		iface = "eth0"
+	}
+	cmd := []string{"ip", "link", "show", iface}
+	var pfIndex string
+	if r.Mode == ModeShared {
+		out, err := cluster.NewControl(e.l).Exec(ctx, "ip", "-o", "link", "show", cluster.SharedPF)
+		if err != nil {
+			return fmt.Errorf("ip link show %s in the node: %w", cluster.SharedPF, err)
+		}
+		pfIndex, _, _ = strings.Cut(out, ":")
+		cmd = []string{"sh", "-c", "ip link show net1 && cat /sys/class/net/net1/iflink"}
 	}
 	sem := make(chan struct{}, 4)
 	errs := make([]error, len(objs))
@@ -504,10 +518,16 @@ func (e *env) checkNet1(ctx context.Context, r Row, objs []*corev1.Pod) error {
 			defer func() { <-sem }()
 			c, cancel := context.WithTimeout(ctx, time.Minute)
 			defer cancel()
-			// The test image's busybox ip has no -d (link kind), so this
-			// proves the interface, not that it is a macvlan.
-			if _, err := e.k.Output(c, "-n", e.cfg.Namespace, "exec", name, "--", "ip", "link", "show", iface); err != nil {
+			out, err := e.k.Output(c, append([]string{"-n", e.cfg.Namespace, "exec", name, "--"}, cmd...)...)
+			if err != nil {
 				errs[i] = fmt.Errorf("pod %s: %w", name, err)
+				return
+			}
+			if pfIndex != "" {
+				lines := strings.Split(strings.TrimSpace(out), "\n")
+				if got := strings.TrimSpace(lines[len(lines)-1]); got != strings.TrimSpace(pfIndex) {
+					errs[i] = fmt.Errorf("pod %s: net1's lower link is ifindex %s, want %s (%s, the shared HCA's PF)", name, got, pfIndex, cluster.SharedPF)
+				}
 			}
 		}(i, p.Name)
 	}
