@@ -124,6 +124,9 @@ func (l Layout) PIDFile() string       { return l.path("supervisor.pid") }
 func (l Layout) Snapshot() string      { return l.path("machine-before.json") }
 func (l Layout) StateFile() string     { return l.path("cluster.json") }
 
+// DefaultForward is the machine's loopback address forwarded to the API server.
+const DefaultForward = "127.0.0.1:16443"
+
 // ContainerdSocket is inside the private mount namespace's /run/containerd.
 const ContainerdSocket = "/run/containerd/containerd.sock"
 

@@ -52,7 +52,7 @@ func run(m *testing.M) int {
 	code := 1
 	if upErr != nil {
 		fmt.Fprintf(os.Stderr, "cluster tier: cluster-up failed: %v\n", upErr)
-	} else if state, err = readState(dir); err != nil {
+	} else if state, err = cluster.ReadState(dir); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 	} else if err := cluster.SetRDMANetnsMode(layout, "exclusive"); err != nil { // the node's mode, whatever a reused cluster was left in
 		fmt.Fprintln(os.Stderr, err)
@@ -71,10 +71,6 @@ func run(m *testing.M) int {
 		return 1
 	}
 	return code
-}
-
-func readState(dir string) (cluster.State, error) {
-	return cluster.ReadState(dir)
 }
 
 // ctx is a test's context with a limit.

@@ -67,7 +67,7 @@ func Up(ctx context.Context, l Layout, o Options) (State, error) {
 		o.Out = os.Stdout
 	}
 	if o.Forward == "" {
-		o.Forward = "127.0.0.1:16443"
+		o.Forward = DefaultForward
 	}
 	p := &progress{out: o.Out, start: time.Now()}
 	if os.Geteuid() != 0 {

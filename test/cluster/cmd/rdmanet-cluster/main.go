@@ -37,7 +37,7 @@ func main() {
 	wd, _ := os.Getwd()
 	stateDir := fs.String("state-dir", filepath.Join(wd, "_output/cluster"), "the cluster's state directory")
 	repo := fs.String("repo", wd, "the rdmanet checkout (tools, images, overlay)")
-	forward := fs.String("forward", "127.0.0.1:16443", "the machine's loopback address that forwards to the API server")
+	forward := fs.String("forward", cluster.DefaultForward, "the machine's loopback address that forwards to the API server")
 	gpus := fs.Int("gpus", 32, "fixture GPUs served as nvidia.com/gpu by the test-only fake GPU plugin")
 	bare := fs.Bool("bare", false, "up: start the node without installing rdmanet")
 	fs.Usage = func() { fmt.Fprint(fs.Output(), usage); fs.PrintDefaults() }
