@@ -16,9 +16,11 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/rdmanet/rdmanet/internal/cni/forward"
 	"github.com/rdmanet/rdmanet/internal/cni/inproc"
 	"github.com/rdmanet/rdmanet/internal/cni/meta"
 	"github.com/rdmanet/rdmanet/internal/cni/meta/metrics"
+	"github.com/rdmanet/rdmanet/internal/cni/plugind"
 	"github.com/rdmanet/rdmanet/internal/sockprobe"
 	"github.com/rdmanet/rdmanet/internal/version"
 )
@@ -41,8 +43,10 @@ func run() int {
 	retryInterval := fs.Duration("del-retry-interval", meta.DefaultRetryInterval, "how often to look for DELs that left delegates behind (the cache's pending records) and retry those due")
 	retryBackoff := fs.Duration("del-retry-backoff", meta.DefaultRetryBackoff, "first delay before a pending DEL is retried, doubled per attempt up to --del-retry-max-backoff")
 	retryMaxBackoff := fs.Duration("del-retry-max-backoff", meta.DefaultRetryMaxBackoff, "longest delay between retries of a pending DEL (it is retried until it succeeds)")
+	serveMeta := fs.Bool("meta", true, "serve the rdmanet meta CNI shim on the config's daemonSocket (needs --config). false: serve only --plugin-socket, e.g. on a node where Multus stays the meta plugin and rdmanet's sriov, rdma and rdmanet-ipam are its delegates")
+	pluginSocket := fs.String("plugin-socket", forward.DefaultSocket, "unix socket on which exec'd rdmanet plugins (sriov, rdma, rdmanet-ipam, also as whereabouts) hand their calls to this daemon, which runs them in-process with warm API clients when the plugin file is this daemon's build (else the plugin does the work itself, as when no daemon runs); the plugins look here unless RDMANET_PLUGIN_SOCKET says otherwise. Empty: off")
 	fs.Usage = func() {
-		fmt.Fprintf(fs.Output(), "rdmanet-daemon keeps the meta CNI's state warm and serves the rdmanet shim.\n\nFlags:\n")
+		fmt.Fprintf(fs.Output(), "rdmanet-daemon keeps the CNI hot path warm: it serves the rdmanet meta CNI shim (--config's daemonSocket) and the\nexec'd rdmanet plugins sriov, rdma and rdmanet-ipam (--plugin-socket). Each plugin and the shim does the work itself when\nthe daemon is not running, so the daemon is never needed for correctness.\n\nFlags:\n")
 		fs.PrintDefaults()
 	}
 	if err := fs.Parse(os.Args[1:]); err != nil {
@@ -61,6 +65,16 @@ func run() int {
 		return 2
 	}
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
+	if !*serveMeta {
+		if *pluginSocket == "" {
+			fmt.Fprintln(os.Stderr, "rdmanet-daemon: --meta=false and --plugin-socket=\"\": nothing to serve; fix: set --plugin-socket or drop --meta=false")
+			return 2
+		}
+		if *probe {
+			return probeSocket(*pluginSocket)
+		}
+		return servePlugins(log, *pluginSocket, *metricsAddr)
+	}
 	b, err := os.ReadFile(*confPath)
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "rdmanet-daemon: %v\n", err)
@@ -79,11 +93,7 @@ func run() int {
 		return 2
 	}
 	if *probe {
-		if err := sockprobe.Check(*socket, 3*time.Second); err != nil {
-			fmt.Fprintf(os.Stderr, "rdmanet-daemon: not ready: %v\n", err)
-			return 1
-		}
-		return 0
+		return probeSocket(*socket)
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
@@ -92,23 +102,18 @@ func run() int {
 	}
 	d := &meta.Daemon{Socket: *socket, Log: log, RequestTimeout: *requestTimeout,
 		Retry: conf, RetryInterval: *retryInterval, RetryBackoff: *retryBackoff, RetryMaxBackoff: *retryMaxBackoff}
-	if *metricsAddr != "" {
-		m := metrics.New()
-		d.Observer = m
-		lis, err := net.Listen("tcp", *metricsAddr)
-		if err != nil {
-			fmt.Fprintf(os.Stderr, "rdmanet-daemon: --metrics-addr: %v\n", err)
-			return 2
-		}
-		mux := http.NewServeMux()
-		mux.Handle("/metrics", m.Handler())
-		srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
-		go func() { _ = srv.Serve(lis) }()
-		defer srv.Close()
-		log.Info("serving metrics", "addr", lis.Addr().String())
+	m, stopMetrics, err := startMetrics(log, *metricsAddr)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "rdmanet-daemon: --metrics-addr: %v\n", err)
+		return 2
 	}
+	defer stopMetrics()
+	if m != nil {
+		d.Observer = m
+	}
+	ex := inproc.New(log)
 	if *inProcess {
-		d.Exec = inproc.New(log)
+		d.Exec = ex
 	}
 	switch conf.Source.Type {
 	case "static":
@@ -138,9 +143,73 @@ func run() int {
 	if *statusWrite == "async" {
 		d.AsyncStatus = &meta.StatusWriter{Source: d.Source, Log: log, Timeout: conf.APITimeoutDur, Observer: d.Observer}
 	}
-	log.Info("rdmanet-daemon serving", "socket", *socket, "node", *node, "source", conf.Source.Type, "status_write", *statusWrite, "in_process_plugins", *inProcess)
-	if err := d.Serve(ctx); err != nil {
+	log.Info("rdmanet-daemon serving", "socket", *socket, "plugin_socket", *pluginSocket, "node", *node, "source", conf.Source.Type, "status_write", *statusWrite, "in_process_plugins", *inProcess)
+	pluginsDone := make(chan error, 1)
+	if *pluginSocket != "" {
+		ps := &plugind.Server{Socket: *pluginSocket, Runner: ex, Log: log}
+		if m != nil {
+			ps.Observer = m
+		}
+		go func() { pluginsDone <- ps.Serve(ctx) }()
+	} else {
+		pluginsDone <- nil
+	}
+	err = d.Serve(ctx)
+	stop() // one server failing stops the other
+	if perr := <-pluginsDone; err == nil {
+		err = perr
+	}
+	if err != nil {
 		log.Error("daemon stopped", "err", err)
+		return 1
+	}
+	return 0
+}
+
+// servePlugins runs the daemon with the plugin socket only (--meta=false).
+func servePlugins(log *slog.Logger, socket, metricsAddr string) int {
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+	m, stopMetrics, err := startMetrics(log, metricsAddr)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "rdmanet-daemon: --metrics-addr: %v\n", err)
+		return 2
+	}
+	defer stopMetrics()
+	ps := &plugind.Server{Socket: socket, Runner: inproc.New(log), Log: log}
+	if m != nil {
+		ps.Observer = m
+	}
+	log.Info("rdmanet-daemon serving plugins only", "plugin_socket", socket)
+	if err := ps.Serve(ctx); err != nil {
+		log.Error("daemon stopped", "err", err)
+		return 1
+	}
+	return 0
+}
+
+// startMetrics serves /metrics on addr ("" : off, nil metrics).
+func startMetrics(log *slog.Logger, addr string) (*metrics.Metrics, func(), error) {
+	if addr == "" {
+		return nil, func() {}, nil
+	}
+	m := metrics.New()
+	lis, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, nil, err
+	}
+	mux := http.NewServeMux()
+	mux.Handle("/metrics", m.Handler())
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	go func() { _ = srv.Serve(lis) }()
+	log.Info("serving metrics", "addr", lis.Addr().String())
+	return m, func() { _ = srv.Close() }, nil
+}
+
+// probeSocket is --probe: 0 when the daemon answers on socket, else 1.
+func probeSocket(socket string) int {
+	if err := sockprobe.Check(socket, 3*time.Second); err != nil {
+		fmt.Fprintf(os.Stderr, "rdmanet-daemon: not ready: %v\n", err)
 		return 1
 	}
 	return 0

@@ -6,13 +6,14 @@ import (
 	"github.com/rdmanet/rdmanet/test/depcheck"
 )
 
-// TestNoHeavyDeps keeps packages out of the binary whose package
-// initialisation and size every CNI exec would pay for: the plugin's start is
-// on each pod attachment's critical path.
-func TestNoHeavyDeps(t *testing.T) {
+// TestThinClient keeps the exec'd rdmanet-ipam a thin client: it forwards
+// to the daemon or runs rdmanet-ipam-direct, and links nothing whose
+// initialisation or size every exec would pay for.
+func TestThinClient(t *testing.T) {
 	depcheck.Forbid(t, "rdmanet-ipam", []depcheck.Rule{
-		{Name: "clientset", Prefix: "k8s.io/client-go/kubernetes", Why: "its scheme registers every API group at init; gc uses a REST client"},
-		{Name: "API types", Prefix: "k8s.io/api/", Why: "links and initialises generated types; gc decodes only the fields it reads"},
-		{Name: "discovery", Prefix: "k8s.io/client-go/discovery", Why: "pulls in OpenAPI models"},
+		{Name: "client-go", Prefix: "k8s.io/client-go", Why: "the API client belongs to rdmanet-ipam-direct and the daemon"},
+		{Name: "apimachinery", Prefix: "k8s.io/apimachinery", Why: "initialises schemes at start"},
+		{Name: "ipam", Prefix: "github.com/rdmanet/rdmanet/internal/ipam", Why: "the allocator runs in rdmanet-ipam-direct or the daemon"},
+		{Name: "tls", Prefix: "crypto/tls", Why: "no TLS on the forwarding path"},
 	})
 }

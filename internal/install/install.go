@@ -48,8 +48,10 @@ import (
 )
 
 // DefaultBinaries are the CNI binaries the node needs: the meta CNI shim,
-// its per-call fallback, the two drop-in plugins and the IPAM.
-var DefaultBinaries = []string{"rdmanet", "rdmanet-direct", "sriov", "rdma", "rdmanet-ipam"}
+// its per-call fallback, the two drop-in plugins and the IPAM with its
+// per-call fallback (rdmanet-ipam hands calls to the daemon and runs
+// rdmanet-ipam-direct when none answers).
+var DefaultBinaries = []string{"rdmanet", "rdmanet-direct", "sriov", "rdma", "rdmanet-ipam", "rdmanet-ipam-direct"}
 
 // File names and directories in the CNI config directory.
 const (

@@ -73,6 +73,9 @@ type Plugin struct {
 	// log); they also go to log_file when the config sets one. nil: none.
 	Stderr  io.Writer
 	Timeout time.Duration
+	// Context, when set, is the parent of every call's context (the
+	// daemon's request deadline); nil: context.Background().
+	Context context.Context
 }
 
 // NewPlugin returns a Plugin wired to the process environment.
@@ -196,7 +199,11 @@ func (p *Plugin) ctx() (context.Context, context.CancelFunc) {
 	if t <= 0 {
 		t = DefaultTimeout
 	}
-	return context.WithTimeout(context.Background(), t)
+	parent := p.Context
+	if parent == nil {
+		parent = context.Background()
+	}
+	return context.WithTimeout(parent, t)
 }
 
 // Add allocates one address per range (idempotently) and prints the result.
@@ -388,9 +395,19 @@ func (p *Plugin) Verb(cmd string, a *skel.CmdArgs) error {
 // its own Plugin, store and lock file descriptors, as each process has.
 // The CNI_* checks skel does before a verb are the caller's.
 func Run(cmd string, args *skel.CmdArgs, getenv func(string) string) ([]byte, error) {
+	return RunWith(context.Background(), cmd, args, getenv, nil)
+}
+
+// RunWith is Run for a long-running caller: ctx bounds the call, and
+// stores, when not nil, reuses kubernetes stores across calls.
+func RunWith(ctx context.Context, cmd string, args *skel.CmdArgs, getenv func(string) string, stores *StoreCache) ([]byte, error) {
 	p := NewPlugin()
 	if getenv != nil {
 		p.Getenv = getenv
+	}
+	p.Context = ctx
+	if stores != nil {
+		p.OpenStore = stores.Get
 	}
 	var out bytes.Buffer
 	p.Stdout = &out

@@ -59,7 +59,7 @@ const (
 )
 
 // RequiredBinaries are the plugins the demo execs (from BinDir).
-var RequiredBinaries = []string{"rdmanet", "rdmanet-direct", "sriov", "rdma", "rdmanet-ipam", "macvlan", "bridge", "host-local"}
+var RequiredBinaries = []string{"rdmanet", "rdmanet-direct", "sriov", "rdma", "rdmanet-ipam", "rdmanet-ipam-direct", "macvlan", "bridge", "host-local"}
 
 // Options configure a run.
 type Options struct {

@@ -40,7 +40,8 @@ func (e *env) startMetaDaemon(t testing.TB, flags ...string) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	args := append([]string{"--config", confFile, "--node-name", nodeName, "--log-level", "debug"}, flags...)
+	args := append([]string{"--config", confFile, "--node-name", nodeName, "--log-level", "debug",
+		"--plugin-socket", filepath.Join(e.dir, "plugins.sock")}, flags...)
 	cmd := exec.Command(filepath.Join(binDir, "rdmanet-daemon"), args...)
 	cmd.Stdout, cmd.Stderr = logf, logf
 	netnsutil.Do(t, e.host, cmd.Start)

@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 )
 
@@ -20,6 +21,8 @@ const (
 	SRIOV      = "github.com/rdmanet/rdmanet/cmd/sriov"
 	RDMA       = "github.com/rdmanet/rdmanet/cmd/rdma"
 	IPAM       = "github.com/rdmanet/rdmanet/cmd/rdmanet-ipam"
+	// IPAMDirect is rdmanet-ipam's per-call fallback; built with IPAM.
+	IPAMDirect = "github.com/rdmanet/rdmanet/cmd/rdmanet-ipam-direct"
 	Bridge     = "github.com/containernetworking/plugins/plugins/main/bridge"
 	Macvlan    = "github.com/containernetworking/plugins/plugins/main/macvlan"
 	HostLocal  = "github.com/containernetworking/plugins/plugins/ipam/host-local"
@@ -84,6 +87,9 @@ func inGitWorkTree() bool {
 }
 
 func build(dir string, env, args []string, pkgs ...string) error {
+	if slices.Contains(pkgs, IPAM) && !slices.Contains(pkgs, IPAMDirect) {
+		pkgs = append(slices.Clone(pkgs), IPAMDirect) // the thin rdmanet-ipam runs it without a daemon
+	}
 	cmd := exec.Command("go", append(args, pkgs...)...)
 	if env != nil {
 		cmd.Env = append(os.Environ(), env...)

@@ -66,8 +66,8 @@ type Plugin struct {
 
 // Default maps binary names to rdmanet's plugins.
 func Default() map[string]Plugin {
-	ipamP := Plugin{Package: PkgIPAM, Versions: version.All, Run: func(_ context.Context, _ *Exec, cmd string, a *skel.CmdArgs, env []string) ([]byte, error) {
-		return ipam.Run(cmd, a, Getenv(env))
+	ipamP := Plugin{Package: PkgIPAM, Versions: version.All, Run: func(ctx context.Context, e *Exec, cmd string, a *skel.CmdArgs, env []string) ([]byte, error) {
+		return ipam.RunWith(ctx, cmd, a, Getenv(env), &e.Stores)
 	}}
 	return map[string]Plugin{
 		"sriov": {Package: PkgSRIOV, Versions: sriov.Versions, Fault: "sriov", Run: func(ctx context.Context, e *Exec, cmd string, a *skel.CmdArgs, env []string) ([]byte, error) {
@@ -92,6 +92,8 @@ type Exec struct {
 	// process's debug.ReadBuildInfo).
 	Self *debug.BuildInfo
 	Log  *slog.Logger
+	// Stores keeps rdmanet-ipam's API clients across calls.
+	Stores ipam.StoreCache
 	version.PluginDecoder
 
 	once    sync.Once
@@ -198,6 +200,41 @@ func (e *Exec) ExecPlugin(ctx context.Context, pluginPath string, stdin []byte, 
 		return e.run(ctx, pluginPath, d.plugin, stdin, environ)
 	}
 	return e.raw().ExecPlugin(ctx, pluginPath, stdin, environ)
+}
+
+// Serve runs one call that an exec'd plugin binary forwarded (package
+// forward) in-process, when the binary is this very build of that plugin:
+// build is its Go build info (debug.BuildInfo.String()). Otherwise it does
+// nothing and returns why (declined), and the binary runs the call itself.
+// out and err are what the binary would have printed and exited with.
+func (e *Exec) Serve(ctx context.Context, plugin, build string, stdin []byte, environ []string) (out []byte, declined string, err error) {
+	plugins := e.Plugins
+	if plugins == nil {
+		plugins = defaultPlugins()
+	}
+	p, ok := plugins[plugin]
+	if !ok {
+		return nil, fmt.Sprintf("%q is not a plugin this daemon runs", plugin), nil
+	}
+	e.once.Do(func() { e.self, e.selfErr = selfIdentity(e.Self) })
+	if e.selfErr != nil {
+		return nil, e.selfErr.Error(), nil
+	}
+	bi, perr := debug.ParseBuildInfo(build)
+	if perr != nil {
+		return nil, "the plugin's build info does not parse: " + perr.Error(), nil
+	}
+	if first, _, _ := strings.Cut(build, "\n"); bi.GoVersion == "" && strings.HasPrefix(first, "go\t") {
+		bi.GoVersion = strings.TrimPrefix(first, "go\t") // String writes it, ParseBuildInfo does not read it
+	}
+	if why := e.self.mismatch(newIdentity(bi), p.Package); why != "" {
+		return nil, "the plugin binary is not this daemon's build: " + why, nil
+	}
+	if fp := netops.FailpointFromEnv(Getenv(environ), p.Fault); p.Fault != "" && fp != nil && fp.Exit {
+		return nil, "an :exit failpoint must kill the plugin's own process", nil
+	}
+	out, err = e.run(ctx, plugin, p, stdin, environ)
+	return out, "", err
 }
 
 // run is skel's dispatcher over the call's environment, with the plugin's

@@ -8,7 +8,6 @@ import (
 	"io"
 	"log/slog"
 	"net"
-	"os"
 	"sync"
 	"time"
 
@@ -16,6 +15,7 @@ import (
 	"github.com/containernetworking/cni/pkg/types"
 
 	"github.com/rdmanet/rdmanet/internal/cni/meta/wire"
+	"github.com/rdmanet/rdmanet/internal/cni/sockserve"
 )
 
 // Daemon serves CNI calls from the shim with warm state: informer caches of
@@ -64,54 +64,20 @@ var (
 // DrainTimeout) for the calls in flight and for pending network-status
 // writes.
 func (d *Daemon) Serve(ctx context.Context) error {
-	if err := os.Remove(d.Socket); err != nil && !errors.Is(err, os.ErrNotExist) {
-		return fmt.Errorf("remove stale socket %s: %w", d.Socket, err)
-	}
-	lis, err := net.Listen("unix", d.Socket)
+	lis, err := sockserve.Listen(d.Socket)
 	if err != nil {
-		return fmt.Errorf("listen on %s: %w", d.Socket, err)
+		return err
 	}
-	if err := os.Chmod(d.Socket, 0o600); err != nil {
-		lis.Close()
-		return fmt.Errorf("chmod %s: %w", d.Socket, err)
-	}
-	go func() {
-		<-ctx.Done()
-		lis.Close()
-	}()
-	var inflight sync.WaitGroup
-	var serveErr error
 	retryDone := make(chan struct{})
 	if d.Retry != nil {
 		go func() { defer close(retryDone); d.retryLoop(ctx) }()
 	} else {
 		close(retryDone)
 	}
-	for {
-		c, err := lis.Accept()
-		if err != nil {
-			if ctx.Err() == nil {
-				serveErr = fmt.Errorf("accept on %s: %w", d.Socket, err)
-			}
-			break
-		}
-		inflight.Add(1)
-		go func() {
-			defer inflight.Done()
-			defer func() {
-				if r := recover(); r != nil {
-					_ = recoverPanic(d.Log, d.Observer, "rdmanet daemon: connection", r)
-				}
-			}()
-			d.serveConn(c)
-		}()
-	}
-	_ = os.Remove(d.Socket)
-	drained := make(chan struct{})
-	go func() { inflight.Wait(); close(drained) }()
-	select {
-	case <-drained:
-	case <-time.After(DrainTimeout):
+	srv := &sockserve.Server{Handle: d.serveConn, Drain: DrainTimeout,
+		OnPanic: func(r any) { _ = recoverPanic(d.Log, d.Observer, "rdmanet daemon: connection", r) }}
+	drained, serveErr := srv.Serve(ctx, lis)
+	if !drained {
 		d.Log.Warn("stopping with CNI calls still running", "waited", DrainTimeout)
 	}
 	if d.AsyncStatus != nil {

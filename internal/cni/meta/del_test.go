@@ -82,7 +82,8 @@ func (r *rig) startDaemon() string {
 		r.t.Fatal(err)
 	}
 	cmd := exec.Command(filepath.Join(r.bin, "rdmanet-daemon"), "--config", filepath.Join(r.dir, "rdmanet.conf"), "--log-level", "debug",
-		"--del-retry-interval", "100ms", "--del-retry-backoff", "100ms", "--metrics-addr", addr)
+		"--del-retry-interval", "100ms", "--del-retry-backoff", "100ms", "--metrics-addr", addr,
+		"--plugin-socket", filepath.Join(r.dir, "plugins.sock"))
 	cmd.Stdout, cmd.Stderr = logf, logf
 	netnsutil.Do(r.t, r.host, cmd.Start) // metrics listen in the host namespace, like the socket
 	r.t.Cleanup(func() {

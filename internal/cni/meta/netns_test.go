@@ -530,7 +530,8 @@ func TestDaemonMode(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer logf.Close()
-	cmd := exec.Command(filepath.Join(r.bin, "rdmanet-daemon"), "--config", confFile, "--log-level", "debug")
+	cmd := exec.Command(filepath.Join(r.bin, "rdmanet-daemon"), "--config", confFile, "--log-level", "debug",
+		"--plugin-socket", filepath.Join(r.dir, "plugins.sock"))
 	cmd.Stdout, cmd.Stderr = logf, logf
 	netnsutil.Do(t, r.host, cmd.Start)
 	stopped := false

@@ -7,12 +7,14 @@ package metrics
 
 import (
 	"net/http"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/rdmanet/rdmanet/internal/cni/meta"
+	"github.com/rdmanet/rdmanet/internal/cni/plugind"
 )
 
 // Metrics implements meta.Observer on a registry of its own.
@@ -22,9 +24,13 @@ type Metrics struct {
 	pending     prometheus.Gauge
 	released    prometheus.Counter
 	panics      *prometheus.CounterVec
+	pluginCalls *prometheus.HistogramVec
 }
 
-var _ meta.Observer = (*Metrics)(nil)
+var (
+	_ meta.Observer    = (*Metrics)(nil)
+	_ plugind.Observer = (*Metrics)(nil)
+)
 
 // New registers the daemon's metrics (and the Go and process collectors).
 func New() *Metrics {
@@ -46,8 +52,13 @@ func New() *Metrics {
 			Namespace: "rdmanet", Subsystem: "meta", Name: "panics_recovered_total",
 			Help: "Panics recovered in the daemon, each turned into the failing call's CNI error (or a retry pass's failure).",
 		}, []string{"where"}),
+		pluginCalls: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Namespace: "rdmanet", Subsystem: "plugin", Name: "call_duration_seconds",
+			Help:    "Calls exec'd rdmanet plugins (sriov, rdma, rdmanet-ipam) forwarded to the plugin socket, by plugin, command, path (daemon: run in the daemon; declined: the plugin ran it itself; error: unreadable request) and result (ok, error), from request to answer.",
+			Buckets: []float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30},
+		}, []string{"plugin", "command", "path", "result"}),
 	}
-	m.Registry.MustRegister(m.delAttempts, m.pending, m.released, m.panics,
+	m.Registry.MustRegister(m.delAttempts, m.pending, m.released, m.panics, m.pluginCalls,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }
@@ -76,4 +87,9 @@ func (m *Metrics) Panic(where string) {
 		kind = "retry"
 	}
 	m.panics.WithLabelValues(kind).Inc()
+}
+
+// PluginCall observes one forwarded plugin call.
+func (m *Metrics) PluginCall(plugin, command, path, result string, d time.Duration) {
+	m.pluginCalls.WithLabelValues(plugin, command, path, result).Observe(d.Seconds())
 }

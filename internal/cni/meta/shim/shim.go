@@ -12,15 +12,14 @@ import (
 	"fmt"
 	"net"
 	"os"
-	"os/exec"
 	"path/filepath"
-	"syscall"
 	"time"
 
 	"github.com/containernetworking/cni/pkg/skel"
 	"github.com/containernetworking/cni/pkg/types"
 	"github.com/containernetworking/cni/pkg/version"
 
+	"github.com/rdmanet/rdmanet/internal/cni/forward"
 	"github.com/rdmanet/rdmanet/internal/cni/meta/wire"
 )
 
@@ -147,28 +146,17 @@ func tryAgain(socket, cmd string, a *skel.CmdArgs, err error) error {
 // passes its output and exit status through. Without rdmanet-direct, a DEL
 // or GC with nothing to clean up (no cache of the container) succeeds.
 func direct(cmd string, a *skel.CmdArgs, conf wire.Conf) error {
-	bin, err := findDirect(a.Path)
+	bin, err := forward.Find(DirectBinary, a.Path)
 	if err != nil {
+		err = fmt.Errorf("rdmanet: no daemon configured or reachable, and %w, or start the rdmanet daemon", err)
 		if (cmd == "DEL" && nothingCached(conf, a.ContainerID)) || cmd == "GC" {
-			fmt.Fprintf(os.Stderr, "rdmanet: %v; %s succeeds: nothing of container %q is cached\n", err, cmd, a.ContainerID)
+			fmt.Fprintf(os.Stderr, "%v; %s succeeds: nothing of container %q is cached\n", err, cmd, a.ContainerID)
 			return nil
 		}
 		return types.NewError(types.ErrInternal, err.Error(), "")
 	}
-	c := exec.Command(bin)
-	c.Stdin = bytes.NewReader(a.StdinData)
-	c.Stdout, c.Stderr = os.Stdout, os.Stderr
-	c.Env = os.Environ()
-	err = c.Run()
-	var ee *exec.ExitError
-	if errors.As(err, &ee) {
-		if st, ok := ee.Sys().(syscall.WaitStatus); ok {
-			os.Exit(st.ExitStatus()) // the error JSON is already on stdout
-		}
-		os.Exit(1)
-	}
-	if err != nil {
-		return types.NewError(types.ErrInternal, fmt.Sprintf("run %s: %v", bin, err), "")
+	if err := forward.Run(bin, nil, bytes.NewReader(a.StdinData)); err != nil {
+		return types.NewError(types.ErrInternal, err.Error(), "")
 	}
 	return nil
 }
@@ -189,19 +177,4 @@ func nothingCached(conf wire.Conf, containerID string) bool {
 	}
 	m, err := filepath.Glob(filepath.Join(dir, "libcni", "results", "*-"+containerID+"-*"))
 	return err == nil && len(m) == 0
-}
-
-func findDirect(cniPath string) (string, error) {
-	var dirs []string
-	if self, err := os.Executable(); err == nil {
-		dirs = append(dirs, filepath.Dir(self))
-	}
-	dirs = append(dirs, filepath.SplitList(cniPath)...)
-	for _, d := range dirs {
-		p := filepath.Join(d, DirectBinary)
-		if fi, err := os.Stat(p); err == nil && !fi.IsDir() {
-			return p, nil
-		}
-	}
-	return "", fmt.Errorf("rdmanet: no daemon configured or reachable, and %s is not installed next to the shim or on CNI_PATH (%v); fix: install %s in the CNI bin directory or start the rdmanet daemon", DirectBinary, dirs, DirectBinary)
 }

@@ -3,6 +3,10 @@
 // JSON Request and closes its write side; the daemon answers with one JSON
 // Response and closes the connection. No HTTP: the shim links nothing but
 // encoding/json and net, so it starts in a few milliseconds.
+//
+// The exec'd delegate plugins (sriov, rdma, rdmanet-ipam) speak the same
+// way on the daemon's plugin socket with PluginRequest and PluginResponse
+// (package forward is their client).
 package wire
 
 import (
@@ -74,4 +78,34 @@ func Read(r io.Reader, v any) error {
 		return fmt.Errorf("decode %d bytes: %w", len(b), err)
 	}
 	return nil
+}
+
+// PluginVersion is the version of the plugin protocol: an exec'd rdmanet
+// delegate plugin (sriov, rdma, rdmanet-ipam, also as whereabouts) handing
+// its call to the daemon's plugin socket. A daemon refuses (declines) a
+// request of another version, and the plugin then does the work itself.
+const PluginVersion = 1
+
+// PluginRequest is one exec'd plugin call, as the runtime or meta plugin
+// made it: the plugin's whole environment (CNI_* and what the plugin reads
+// besides, e.g. NODENAME) and its stdin. Build is the plugin binary's Go
+// build info (runtime/debug.BuildInfo.String()): the daemon runs the call
+// in-process only when that is its own build, so the answer is exactly what
+// the binary would have given.
+type PluginRequest struct {
+	Version   int      `json:"v"`
+	Plugin    string   `json:"plugin"` // sriov, rdma, rdmanet-ipam, whereabouts
+	Build     string   `json:"build"`
+	Env       []string `json:"env"`
+	Stdin     []byte   `json:"stdin"`
+	TimeoutMs int64    `json:"timeoutMs,omitempty"`
+}
+
+// PluginResponse is the daemon's answer. Declined (with the reason) means
+// the daemon did nothing: the plugin must run the call itself. Otherwise
+// Error is the CNI error, or Stdout what the binary prints on success.
+type PluginResponse struct {
+	Declined string       `json:"declined,omitempty"`
+	Stdout   []byte       `json:"stdout,omitempty"`
+	Error    *types.Error `json:"error,omitempty"`
 }

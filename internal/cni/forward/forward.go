@@ -1,0 +1,252 @@
+// Package forward is the client side of the daemon's plugin socket. An
+// exec'd rdmanet delegate plugin (sriov, rdma, rdmanet-ipam, also installed
+// as whereabouts) hands its call to the node's rdmanet-daemon, which runs
+// the same code in-process with warm API clients and caches, and prints the
+// daemon's answer as its own. When no daemon answers, or the daemon declines
+// (another build, a test failpoint that must kill a process), the plugin does
+// the work itself, as before: nothing depends on the daemon for correctness.
+//
+// The package links no Kubernetes client and no TLS: a forwarding plugin
+// starts, sends one JSON message over a unix socket and prints the answer.
+package forward
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"runtime/debug"
+	"time"
+
+	"github.com/containernetworking/cni/pkg/types"
+
+	"github.com/rdmanet/rdmanet/internal/cni/meta/wire"
+)
+
+// DefaultSocket is where rdmanet-daemon serves plugin calls
+// (rdmanet-daemon --plugin-socket); the DaemonSet mounts /run/rdmanet from
+// the host, so plugins exec'd by the runtime on the host find it.
+const DefaultSocket = "/run/rdmanet/plugins.sock"
+
+// EnvSocket overrides DefaultSocket; "off" turns forwarding off (every call
+// runs in the plugin's own process).
+const EnvSocket = "RDMANET_PLUGIN_SOCKET"
+
+// Limits of one forwarded call. The daemon gets the wait less a margin as
+// its deadline, so it answers (with its error) before the plugin stops
+// waiting.
+var (
+	DialTimeout = 500 * time.Millisecond
+	AddTimeout  = 2 * time.Minute // ADD and CHECK: kubelet's runtime-request-timeout
+	DelTimeout  = time.Minute
+)
+
+// Socket returns the plugin socket to try, "" when forwarding is off.
+func Socket(getenv func(string) string) string {
+	switch v := getenv(EnvSocket); v {
+	case "":
+		return DefaultSocket
+	case "off":
+		return ""
+	default:
+		return v
+	}
+}
+
+// Outcome says who answers the call.
+type Outcome int
+
+const (
+	// Local: nothing was done by a daemon (none listening, or it declined,
+	// or a DEL/CHECK whose answer was lost): run the call in this process.
+	Local Outcome = iota
+	// Answered: the daemon ran the call; Result carries its answer.
+	Answered
+)
+
+// Result is what Call found.
+type Result struct {
+	Outcome Outcome
+	// Reason says why the call runs locally (for logs and tests).
+	Reason string
+	// Stdout is what the plugin prints on success; Err the CNI error.
+	Stdout []byte
+	Err    *types.Error
+}
+
+// Forwarded reports whether cmd is handed to the daemon at all: the verbs
+// that do work. VERSION, GC and STATUS are answered by the binary itself.
+func Forwarded(cmd string) bool { return cmd == "ADD" || cmd == "DEL" || cmd == "CHECK" }
+
+// Call hands one call of plugin to the daemon at socket. build is the
+// plugin's Go build info (debug.BuildInfo.String()). A call the daemon
+// took but did not answer (it died or was stopped mid-call) is Local for
+// DEL and CHECK, which are safe to repeat, and an ErrTryAgainLater error for
+// ADD: a half-done ADD is not repeated in another process; the runtime
+// tears the sandbox down (DEL) and retries.
+func Call(socket, plugin, cmd string, stdin []byte, environ []string, build string) Result {
+	if !Forwarded(cmd) {
+		return Result{Reason: "CNI_COMMAND " + cmd + " is not forwarded"}
+	}
+	st, err := os.Lstat(socket)
+	if err != nil {
+		return Result{Reason: "no daemon: " + err.Error()}
+	}
+	if st.Mode().Type() != os.ModeSocket {
+		return Result{Reason: fmt.Sprintf("no daemon: %s is not a socket", socket)}
+	}
+	wait := AddTimeout
+	if cmd == "DEL" {
+		wait = DelTimeout
+	}
+	body, err := json.Marshal(wire.PluginRequest{Version: wire.PluginVersion, Plugin: plugin, Build: build,
+		Env: environ, Stdin: stdin, TimeoutMs: wait.Milliseconds()})
+	if err != nil {
+		return Result{Reason: "encode request: " + err.Error()}
+	}
+	if len(body) > wire.MaxMessage {
+		return Result{Reason: fmt.Sprintf("request of %d bytes is larger than the daemon takes (%d)", len(body), wire.MaxMessage)}
+	}
+	c, err := net.DialTimeout("unix", socket, DialTimeout)
+	if err != nil {
+		// nothing was sent: running the call here cannot run it twice
+		return Result{Reason: "no daemon: " + err.Error()}
+	}
+	conn := c.(*net.UnixConn)
+	defer conn.Close()
+	_ = conn.SetDeadline(time.Now().Add(wait))
+	var resp wire.PluginResponse
+	err = func() error {
+		if _, err := conn.Write(body); err != nil {
+			return fmt.Errorf("send: %w", err)
+		}
+		if err := conn.CloseWrite(); err != nil {
+			return fmt.Errorf("send: %w", err)
+		}
+		return wire.Read(conn, &resp)
+	}()
+	switch {
+	case err != nil && cmd == "ADD":
+		return Result{Outcome: Answered, Err: types.NewError(types.ErrTryAgainLater,
+			fmt.Sprintf("%s: the rdmanet daemon at %s took ADD of container %s and gave no answer (%v); the runtime retries the sandbox", plugin, socket, getenv(environ, "CNI_CONTAINERID"), err), "")}
+	case err != nil:
+		return Result{Reason: fmt.Sprintf("daemon gave no answer to %s (%v): repeating it here", cmd, err)}
+	case resp.Declined != "":
+		return Result{Reason: "daemon declined: " + resp.Declined}
+	case resp.Error != nil:
+		return Result{Outcome: Answered, Err: resp.Error}
+	}
+	return Result{Outcome: Answered, Stdout: resp.Stdout}
+}
+
+func getenv(environ []string, key string) string {
+	v := ""
+	for _, kv := range environ {
+		if len(kv) > len(key) && kv[len(key)] == '=' && kv[:len(key)] == key {
+			v = kv[len(key)+1:]
+		}
+	}
+	return v
+}
+
+// Main runs one exec of plugin: it forwards the call when a daemon answers
+// and exits with the daemon's answer; otherwise it calls local, the
+// plugin's own main (skel), with stdin as the runtime wrote it.
+func Main(plugin string, local func()) {
+	cmd := os.Getenv("CNI_COMMAND")
+	socket := Socket(os.Getenv)
+	if !Forwarded(cmd) || socket == "" {
+		local()
+		return
+	}
+	if _, err := os.Lstat(socket); err != nil {
+		local() // no daemon on this node: leave stdin untouched
+		return
+	}
+	stdin, err := io.ReadAll(io.LimitReader(os.Stdin, wire.MaxMessage+1))
+	if err != nil || len(stdin) > wire.MaxMessage {
+		// let the plugin read and report it as it always has
+		if rerr := restoreStdin(stdin, os.Stdin); rerr != nil {
+			fail(plugin, rerr)
+		}
+		local()
+		return
+	}
+	bi, ok := debug.ReadBuildInfo()
+	if !ok {
+		runLocal(plugin, stdin, local)
+		return
+	}
+	r := Call(socket, plugin, cmd, stdin, Environ(os.Environ(), os.Hostname), bi.String())
+	if r.Outcome == Local {
+		runLocal(plugin, stdin, local)
+		return
+	}
+	os.Exit(Print(r, os.Stdout))
+}
+
+// Environ is the environment sent with a call: the process's, with
+// NODENAME set to the host name when it is unset — the name rdmanet-ipam
+// would take from the host name (node_name and NODENAME win over it, as
+// in the plugin), so the daemon allocates for the plugin's node.
+func Environ(environ []string, hostname func() (string, error)) []string {
+	if getenv(environ, "NODENAME") != "" {
+		return environ
+	}
+	h, err := hostname()
+	if err != nil || h == "" {
+		return environ
+	}
+	return append(environ[:len(environ):len(environ)], "NODENAME="+h)
+}
+
+// Print writes an answered call as the plugin binary would (the result, or
+// the CNI error JSON on stdout) and returns the exit code.
+func Print(r Result, stdout io.Writer) int {
+	if r.Err != nil {
+		b, err := json.Marshal(r.Err)
+		if err != nil {
+			return 1
+		}
+		_, _ = stdout.Write(append(b, '\n'))
+		return 1
+	}
+	if _, err := stdout.Write(r.Stdout); err != nil {
+		return 1
+	}
+	return 0
+}
+
+func runLocal(plugin string, stdin []byte, local func()) {
+	if err := restoreStdin(stdin, nil); err != nil {
+		fail(plugin, err)
+	}
+	local()
+}
+
+// restoreStdin makes os.Stdin read data (and then the rest of rest, when
+// not nil), for a plugin main that reads stdin itself.
+func restoreStdin(data []byte, rest io.Reader) error {
+	r, w, err := os.Pipe()
+	if err != nil {
+		return fmt.Errorf("restore stdin: %w", err)
+	}
+	go func() {
+		var src io.Reader = bytes.NewReader(data)
+		if rest != nil {
+			src = io.MultiReader(src, rest)
+		}
+		_, _ = io.Copy(w, src)
+		w.Close()
+	}()
+	os.Stdin = r
+	return nil
+}
+
+func fail(plugin string, err error) {
+	e := types.NewError(types.ErrInternal, plugin+": "+err.Error(), "")
+	_ = e.Print()
+	os.Exit(1)
+}

@@ -1,0 +1,189 @@
+// Package plugind is rdmanet-daemon's plugin socket: exec'd rdmanet
+// delegate plugins (sriov, rdma, rdmanet-ipam, also as whereabouts) hand
+// their calls to it (package forward), and it runs them in-process with the
+// daemon's warm state (API clients, caches) — under the same request limits
+// and per-request deadlines as the meta shim's calls. A call it cannot run
+// as the binary would (another build, a failpoint that must kill a process)
+// it declines, and the plugin runs the call itself.
+package plugind
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"runtime/debug"
+	"strings"
+	"time"
+
+	"github.com/containernetworking/cni/pkg/types"
+
+	"github.com/rdmanet/rdmanet/internal/cni/meta/wire"
+	"github.com/rdmanet/rdmanet/internal/cni/sockserve"
+)
+
+// Runner runs one forwarded call (inproc.Exec.Serve).
+type Runner interface {
+	Serve(ctx context.Context, plugin, build string, stdin []byte, environ []string) (out []byte, declined string, err error)
+}
+
+// Observer counts served calls (the daemon's metrics); nil: logs only.
+type Observer interface {
+	// PluginCall is one call: path is "daemon" (run here), "declined" or
+	// "error" (a bad request), result "ok" or "error".
+	PluginCall(plugin, command, path, result string, d time.Duration)
+}
+
+// Server serves the plugin socket.
+type Server struct {
+	Socket   string
+	Runner   Runner
+	Log      *slog.Logger
+	Observer Observer
+	// DefaultTimeout is the deadline of a request that carries none.
+	DefaultTimeout time.Duration
+	// ReadTimeout bounds reading one request (the plugin writes it at once).
+	ReadTimeout time.Duration
+	// Drain bounds the wait for calls in flight when ctx ends.
+	Drain time.Duration
+	// AnswerMargin is kept from a request's timeout so the answer reaches
+	// the plugin before it stops waiting.
+	AnswerMargin time.Duration
+}
+
+// Defaults of the zero fields.
+const (
+	DefaultTimeout      = 2 * time.Minute
+	DefaultReadTimeout  = 5 * time.Second
+	DefaultDrain        = 30 * time.Second
+	DefaultAnswerMargin = time.Second
+)
+
+func (s *Server) or(v, def time.Duration) time.Duration {
+	if v > 0 {
+		return v
+	}
+	return def
+}
+
+// Serve listens on Socket until ctx ends, then waits (bounded) for the
+// calls in flight.
+func (s *Server) Serve(ctx context.Context) error {
+	lis, err := sockserve.Listen(s.Socket)
+	if err != nil {
+		return err
+	}
+	srv := &sockserve.Server{Handle: s.serveConn, Drain: s.or(s.Drain, DefaultDrain),
+		OnPanic: func(r any) {
+			s.Log.Error("plugin socket: connection panicked", "panic", fmt.Sprint(r), "stack", string(debug.Stack()))
+		}}
+	drained, err := srv.Serve(ctx, lis)
+	if !drained {
+		s.Log.Warn("plugin socket: stopping with plugin calls still running", "waited", s.or(s.Drain, DefaultDrain))
+	}
+	return err
+}
+
+// serveConn answers one connection: read the request, run it, answer.
+func (s *Server) serveConn(c net.Conn) {
+	received := time.Now()
+	_ = c.SetReadDeadline(received.Add(s.or(s.ReadTimeout, DefaultReadTimeout)))
+	var req wire.PluginRequest
+	resp, cmd, container := s.handle(c, &req, received)
+	b, err := json.Marshal(resp)
+	if err != nil {
+		s.Log.Error("plugin socket: encode response", "plugin", req.Plugin, "container", container, "err", err)
+		return
+	}
+	_ = c.SetWriteDeadline(time.Now().Add(s.or(s.ReadTimeout, DefaultReadTimeout)))
+	if _, err := c.Write(b); err != nil {
+		s.Log.Warn("plugin socket: the plugin left before the answer", "plugin", req.Plugin, "command", cmd, "container", container, "err", err)
+	}
+}
+
+func (s *Server) handle(c net.Conn, req *wire.PluginRequest, received time.Time) (resp wire.PluginResponse, cmd, container string) {
+	if err := wire.Read(c, req); err != nil {
+		if errors.Is(err, wire.ErrTooLarge) {
+			_, _ = io.Copy(io.Discard, c) // so the plugin reads this answer, not a reset
+		}
+		// nothing was run: the plugin runs the call itself. An empty
+		// request is the readiness probe (rdmanet-daemon --probe).
+		if !strings.HasPrefix(err.Error(), "decode 0 bytes") {
+			s.Log.Warn("plugin socket: bad request declined", "err", err)
+		}
+		s.observe(req.Plugin, "", "error", "error", received)
+		return wire.PluginResponse{Declined: "bad request: " + err.Error()}, "", ""
+	}
+	cmd, container = envValue(req.Env, "CNI_COMMAND"), envValue(req.Env, "CNI_CONTAINERID")
+	log := s.Log.With("plugin", req.Plugin, "command", cmd, "container", container, "ifname", envValue(req.Env, "CNI_IFNAME"))
+	if req.Version != wire.PluginVersion {
+		why := fmt.Sprintf("the daemon speaks plugin protocol v%d, the plugin sent v%d (install rdmanet's plugins and daemon of one release)", wire.PluginVersion, req.Version)
+		log.Warn("plugin call declined", "reason", why)
+		s.observe(req.Plugin, cmd, "declined", "ok", received)
+		return wire.PluginResponse{Declined: why}, cmd, container
+	}
+	_ = c.SetReadDeadline(time.Time{})
+	timeout := s.or(s.DefaultTimeout, DefaultTimeout)
+	if req.TimeoutMs > 0 {
+		timeout = time.Duration(req.TimeoutMs) * time.Millisecond
+	}
+	timeout = max(timeout-s.or(s.AnswerMargin, DefaultAnswerMargin), s.or(s.AnswerMargin, DefaultAnswerMargin))
+	// The call runs to completion even if the plugin goes away (a half-done
+	// ADD still rolls back), but not past its deadline.
+	ctx, cancel := context.WithDeadline(context.Background(), received.Add(timeout))
+	out, declined, err := s.safeServe(ctx, req)
+	cancel()
+	switch {
+	case declined != "":
+		log.Info("plugin call declined: the plugin runs it itself", "reason", declined)
+		s.observe(req.Plugin, cmd, "declined", "ok", received)
+		return wire.PluginResponse{Declined: declined}, cmd, container
+	case err != nil:
+		te := asCNIError(err)
+		log.Warn("plugin call served by the daemon: failed", "path", "daemon", "took", time.Since(received), "code", te.Code, "err", te.Msg)
+		s.observe(req.Plugin, cmd, "daemon", "error", received)
+		return wire.PluginResponse{Error: te}, cmd, container
+	}
+	log.Info("plugin call served by the daemon", "path", "daemon", "took", time.Since(received))
+	s.observe(req.Plugin, cmd, "daemon", "ok", received)
+	return wire.PluginResponse{Stdout: out}, cmd, container
+}
+
+// safeServe is Runner.Serve with a panic turned into this call's error.
+func (s *Server) safeServe(ctx context.Context, req *wire.PluginRequest) (out []byte, declined string, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			s.Log.Error("plugin call panicked", "plugin", req.Plugin, "panic", fmt.Sprint(r), "stack", string(debug.Stack()))
+			out, declined, err = nil, "", types.NewError(types.ErrInternal, fmt.Sprintf("%s (in the rdmanet daemon) panicked: %v", req.Plugin, r), "")
+		}
+	}()
+	return s.Runner.Serve(ctx, req.Plugin, req.Build, req.Stdin, req.Env)
+}
+
+func (s *Server) observe(plugin, cmd, path, result string, received time.Time) {
+	if s.Observer != nil {
+		s.Observer.PluginCall(plugin, cmd, path, result, time.Since(received))
+	}
+}
+
+func asCNIError(err error) *types.Error {
+	var te *types.Error
+	if errors.As(err, &te) {
+		return te
+	}
+	return types.NewError(types.ErrInternal, err.Error(), "")
+}
+
+// envValue is the value of key in environ (the last one wins, as in exec).
+func envValue(environ []string, key string) string {
+	v := ""
+	for _, kv := range environ {
+		if k, val, ok := strings.Cut(kv, "="); ok && k == key {
+			v = val
+		}
+	}
+	return v
+}
