@@ -36,7 +36,7 @@ func stampedBin(t testing.TB) string {
 	t.Helper()
 	stampedOnce.Do(func() {
 		stampedDir = filepath.Join(binDir, "stamped")
-		stampedErr = pluginbin.BuildVCS(stampedDir, pluginbin.SRIOV, pluginbin.RDMA, pluginbin.IPAM)
+		stampedErr = pluginbin.BuildVCS(stampedDir, pluginbin.SRIOV, pluginbin.RDMA, pluginbin.IPAM, pluginbin.MetaDaemon)
 	})
 	if stampedErr != nil {
 		t.Fatal(stampedErr)
