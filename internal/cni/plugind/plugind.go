@@ -110,11 +110,11 @@ func (s *Server) handle(c net.Conn, req *wire.PluginRequest, received time.Time)
 			_, _ = io.Copy(io.Discard, c) // so the plugin reads this answer, not a reset
 		}
 		// nothing was run: the plugin runs the call itself. An empty
-		// request is the readiness probe (rdmanet-daemon --probe).
+		// request is the readiness probe (rdmanet-daemon --probe): not a call.
 		if !strings.HasPrefix(err.Error(), "decode 0 bytes") {
 			s.Log.Warn("plugin socket: bad request declined", "err", err)
+			s.observe(req.Plugin, "", "error", "error", received)
 		}
-		s.observe(req.Plugin, "", "error", "error", received)
 		return wire.PluginResponse{Declined: "bad request: " + err.Error()}, "", ""
 	}
 	cmd, container = envValue(req.Env, "CNI_COMMAND"), envValue(req.Env, "CNI_CONTAINERID")
