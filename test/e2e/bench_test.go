@@ -608,15 +608,7 @@ func (e *benchEnv) apiRequests(b *testing.B) int64 {
 	return sumKinds(e.apiRequestsByKind(b))
 }
 
-func sumKinds(k map[string]float64) int64 {
-	var total float64
-	for _, v := range k {
-		total += v
-	}
-	return int64(total)
-}
-
-var metricLabelRe = regexp.MustCompile(`(\w+)="([^"]*)"`)
+func sumKinds(k map[string]float64) int64 { return apiserver.Total(k) }
 
 // apiRequestsByKind is apiserver_request_total by "VERB resource[/subresource] code".
 func (e *benchEnv) apiRequestsByKind(b *testing.B) map[string]float64 {
@@ -624,30 +616,7 @@ func (e *benchEnv) apiRequestsByKind(b *testing.B) map[string]float64 {
 	if err != nil {
 		b.Fatalf("read API server metrics: %v", err)
 	}
-	kinds := map[string]float64{}
-	for _, line := range strings.Split(string(raw), "\n") {
-		if !strings.HasPrefix(line, "apiserver_request_total{") || strings.Contains(line, `subresource="/metrics"`) {
-			continue
-		}
-		i := strings.LastIndex(line, " ")
-		if i < 0 {
-			continue
-		}
-		v, err := strconv.ParseFloat(line[i+1:], 64)
-		if err != nil {
-			continue
-		}
-		l := map[string]string{}
-		for _, m := range metricLabelRe.FindAllStringSubmatch(line[:i], -1) {
-			l[m[1]] = m[2]
-		}
-		k := l["resource"]
-		if l["subresource"] != "" {
-			k += "/" + l["subresource"]
-		}
-		kinds[l["verb"]+" "+k+" "+l["code"]] += v
-	}
-	return kinds
+	return apiserver.ParseRequests(raw)
 }
 
 // requestDiff names what was requested between two apiRequestsByKind reads:
