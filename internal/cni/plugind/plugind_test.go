@@ -162,4 +162,3 @@ func TestServerDeadline(t *testing.T) {
 		t.Errorf("call deadline in %v, want about 9s (10s less the 1s margin)", d)
 	}
 }
-
