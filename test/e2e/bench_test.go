@@ -7,6 +7,7 @@ import (
 	"flag"
 	"fmt"
 	"math/rand/v2"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -25,9 +26,11 @@ import (
 	"github.com/containernetworking/plugins/pkg/ns"
 	nadv1 "github.com/k8snetworkplumbingwg/network-attachment-definition-client/pkg/apis/k8s.cni.cncf.io/v1"
 	nadclient "github.com/k8snetworkplumbingwg/network-attachment-definition-client/pkg/client/clientset/versioned"
+	"google.golang.org/grpc"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/watch"
+	podresourcesapi "k8s.io/kubelet/pkg/apis/podresources/v1"
 
 	"github.com/rdmanet/rdmanet/test/apiserver"
 	"github.com/rdmanet/rdmanet/test/netnsutil"
@@ -63,7 +66,7 @@ func BenchmarkMetaAdd(b *testing.B) {
 	results := map[string]benchResult{}
 	for _, mode := range benchModes {
 		for _, chain := range benchChains {
-			if mode == "multus" && !multusChains[chain] {
+			if (mode == "multus" && !multusChains[chain]) || (mode == "multus-daemon" && !multusDaemonChains[chain]) {
 				continue
 			}
 			b.Run(mode+"/"+chain, func(b *testing.B) {
@@ -110,7 +113,7 @@ func BenchmarkMetaAdd(b *testing.B) {
 					return
 				}
 				fmt.Printf("meta-bench: mode=%s chain=default+%s last_add_requests=%q\n", mode, chain, lastAdd)
-				if mode == "multus" {
+				if strings.HasPrefix(mode, "multus") {
 					// Multus' debug log has no per-delegate timing we parse:
 					// latency and API requests only.
 					fmt.Printf("meta-bench: mode=%s chain=default+%s adds=%d p50_ms=%.1f p99_ms=%.1f api_requests_per_add=%.2f\n",
@@ -132,9 +135,12 @@ func BenchmarkMetaAdd(b *testing.B) {
 // Modes and chains of the meta benchmarks. multus runs only on the chains in
 // multusChains (the others need rdmanet's own plugins or PodResources).
 var (
-	benchModes   = []string{"multus", "direct", "daemon", "daemon-concurrent"}
+	benchModes   = []string{"multus", "multus-daemon", "direct", "daemon", "daemon-concurrent"}
 	benchChains  = []string{"sriov", "macvlan", "macvlan-ipam"}
-	multusChains = map[string]bool{"macvlan": true}
+	multusChains = map[string]bool{"macvlan": true, "sriov": true}
+	// multus-daemon is Multus with rdmanet's plugins as thin clients of a
+	// plugin daemon: only chains of rdmanet plugins
+	multusDaemonChains = map[string]bool{"sriov": true}
 )
 
 type benchResult struct{ p50, p99, perAdd float64 }
@@ -142,6 +148,14 @@ type benchResult struct{ p50, p99, perAdd float64 }
 // printRatios prints, per chain, how much faster each mode's ADD is than the
 // baseline: Multus where it ran on the chain, else rdmanet per call.
 func printRatios(results map[string]benchResult) {
+	// the exec'd seed chain under Multus, thin clients of the plugin daemon,
+	// against rdmanet's own daemon path (goal: p50 within 20 ms)
+	if fwd, ok := results["multus-daemon/sriov"]; ok {
+		if d, ok := results["daemon/sriov"]; ok {
+			fmt.Printf("meta-bench: chain=default+sriov multus_daemon_p50_ms=%.1f daemon_p50_ms=%.1f p50_diff_ms=%.1f multus_daemon_p99_ms=%.1f daemon_p99_ms=%.1f\n",
+				fwd.p50, d.p50, fwd.p50-d.p50, fwd.p99, d.p99)
+		}
+	}
 	for _, chain := range benchChains {
 		base := "multus"
 		if _, ok := results[base+"/"+chain]; !ok {
@@ -380,6 +394,13 @@ func benchSetup(b *testing.B, chain, mode string) *benchEnv {
 		e.conf["concurrentNetworks"] = true
 		be.startDaemon(b)
 	case "multus":
+		// rdmanet's sriov, rdma and rdmanet-ipam exec'd by Multus, each
+		// doing the whole call itself
+		b.Setenv("RDMANET_PLUGIN_SOCKET", "off")
+		be.setupMultus(b)
+	case "multus-daemon":
+		// the same binaries as thin clients of rdmanet-daemon's plugin socket
+		b.Setenv("RDMANET_PLUGIN_SOCKET", be.startPluginDaemon(b))
 		be.setupMultus(b)
 	default:
 		b.Fatalf("unknown mode %q", mode)
@@ -395,6 +416,11 @@ func benchSetup(b *testing.B, chain, mode string) *benchEnv {
 // (Multus' default level logs nothing on success).
 func (e *benchEnv) setupMultus(b *testing.B) {
 	bin := findMultus(b)
+	if e.chain == "sriov" {
+		// Multus finds the VF kubelet allocated through PodResources at
+		// kubelet's fixed path
+		e.servePodResourcesAtKubeletPath(b)
+	}
 	if err := os.Symlink(bin, filepath.Join(binDir, "multus")); err != nil && !os.IsExist(err) {
 		b.Fatal(err)
 	}
@@ -632,4 +658,75 @@ func requestDiff(before, after map[string]float64) string {
 	}
 	sort.Strings(out)
 	return strings.Join(out, ", ")
+}
+
+// kubeletPodResources is where Multus v4 dials kubelet's PodResources API
+// (not configurable in Multus).
+const kubeletPodResources = "/var/lib/kubelet/pod-resources/kubelet.sock"
+
+// servePodResourcesAtKubeletPath serves the harness's PodResources fake at
+// kubelet's own path for Multus, and removes it (and the directories it
+// made) afterwards. A socket already there is a kubelet's: the benchmark
+// fails rather than shadow it.
+func (e *benchEnv) servePodResourcesAtKubeletPath(b *testing.B) {
+	if _, err := os.Lstat(kubeletPodResources); err == nil {
+		b.Fatalf("%s exists (a kubelet on this machine?): Multus' sriov rows need that path for the benchmark's PodResources fake; run bench-meta on a machine without kubelet", kubeletPodResources)
+	}
+	var made []string
+	for d := filepath.Dir(kubeletPodResources); ; d = filepath.Dir(d) {
+		if _, err := os.Stat(d); err == nil {
+			break
+		}
+		made = append(made, d)
+	}
+	if err := os.MkdirAll(filepath.Dir(kubeletPodResources), 0o750); err != nil {
+		b.Fatal(err)
+	}
+	lis, err := net.Listen("unix", kubeletPodResources)
+	if err != nil {
+		b.Fatal(err)
+	}
+	g := grpc.NewServer()
+	podresourcesapi.RegisterPodResourcesListerServer(g, e.pr)
+	go func() { _ = g.Serve(lis) }()
+	b.Cleanup(func() {
+		g.Stop()
+		_ = os.Remove(kubeletPodResources)
+		for _, d := range made { // innermost first
+			_ = os.Remove(d)
+		}
+	})
+}
+
+// startPluginDaemon runs rdmanet-daemon with only its plugin socket in the
+// host namespace and returns the socket.
+func (e *benchEnv) startPluginDaemon(b *testing.B) string {
+	sock := filepath.Join(e.dir, "plugins.sock")
+	logPath := filepath.Join(e.dir, "plugin-daemon.log")
+	logf, err := os.Create(logPath)
+	if err != nil {
+		b.Fatal(err)
+	}
+	cmd := exec.Command(filepath.Join(binDir, "rdmanet-daemon"), "--meta=false", "--plugin-socket", sock, "--log-level", "info")
+	cmd.Stdout, cmd.Stderr = logf, logf
+	netnsutil.Do(b, e.host, cmd.Start)
+	b.Cleanup(func() {
+		_ = cmd.Process.Signal(os.Interrupt)
+		_ = cmd.Wait()
+		logf.Close()
+		out, _ := os.ReadFile(logPath)
+		served := strings.Count(string(out), "plugin call served by the daemon")
+		if served == 0 {
+			b.Errorf("the plugin daemon served no call (the plugins did the work themselves); log:\n%s", out)
+		}
+	})
+	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		if _, err := os.Stat(sock); err == nil {
+			return sock
+		}
+		if time.Now().After(deadline) {
+			out, _ := os.ReadFile(logPath)
+			b.Fatalf("plugin daemon did not listen:\n%s", out)
+		}
+	}
 }

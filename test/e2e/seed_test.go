@@ -93,6 +93,18 @@ func (s *podResources) Get(_ context.Context, r *podresourcesapi.GetPodResources
 	return &podresourcesapi.GetPodResourcesResponse{PodResources: pr}, nil
 }
 
+// List answers as kubelet does for every pod with devices (Multus reads
+// the allocation this way).
+func (s *podResources) List(_ context.Context, _ *podresourcesapi.ListPodResourcesRequest) (*podresourcesapi.ListPodResourcesResponse, error) {
+	var out []*podresourcesapi.PodResources
+	for key, ids := range s.devices {
+		nsName, name, _ := strings.Cut(key, "/")
+		out = append(out, &podresourcesapi.PodResources{Name: name, Namespace: nsName, Containers: []*podresourcesapi.ContainerResources{{Name: "trainer",
+			Devices: []*podresourcesapi.ContainerDevices{{ResourceName: resourceName, DeviceIds: ids}}}}})
+	}
+	return &podresourcesapi.ListPodResourcesResponse{PodResources: out}, nil
+}
+
 type env struct {
 	t         testing.TB
 	api       *apiserver.Server
