@@ -49,6 +49,8 @@ type Run struct {
 	Addr []netip.Addr    // ADD: the first address of call i's result
 	Errs []error
 	Wall time.Duration
+	// CPU is the user+system time of the plugin processes (call i's).
+	CPU []time.Duration
 }
 
 // ContainerID of call i.
@@ -56,7 +58,7 @@ func (l *Load) ContainerID(i int) string { return fmt.Sprintf("%s-%06d", l.Prefi
 
 // Do runs n calls of cmd (ADD or DEL), conc at a time, calls 0..n-1.
 func (l *Load) Do(ctx context.Context, cmd string, n, conc int) Run {
-	r := Run{Lat: make([]time.Duration, n), Addr: make([]netip.Addr, n), Errs: make([]error, n)}
+	r := Run{Lat: make([]time.Duration, n), Addr: make([]netip.Addr, n), Errs: make([]error, n), CPU: make([]time.Duration, n)}
 	var next atomic.Int64
 	var wg sync.WaitGroup
 	start := time.Now()
@@ -70,7 +72,7 @@ func (l *Load) Do(ctx context.Context, cmd string, n, conc int) Run {
 					return
 				}
 				t0 := time.Now()
-				r.Addr[i], r.Errs[i] = l.call(ctx, cmd, i)
+				r.Addr[i], r.CPU[i], r.Errs[i] = l.call(ctx, cmd, i)
 				r.Lat[i] = time.Since(t0)
 			}
 		}()
@@ -80,7 +82,15 @@ func (l *Load) Do(ctx context.Context, cmd string, n, conc int) Run {
 	return r
 }
 
-func (l *Load) call(ctx context.Context, cmd string, i int) (netip.Addr, error) {
+func (l *Load) call(ctx context.Context, cmd string, i int) (addr netip.Addr, cpu time.Duration, err error) {
+	addr, c, err := l.exec(ctx, cmd, i)
+	if c != nil && c.ProcessState != nil {
+		cpu = c.ProcessState.UserTime() + c.ProcessState.SystemTime() // of the plugin and what it waited for
+	}
+	return addr, cpu, err
+}
+
+func (l *Load) exec(ctx context.Context, cmd string, i int) (netip.Addr, *exec.Cmd, error) {
 	node := l.Nodes[i%len(l.Nodes)]
 	c := exec.CommandContext(ctx, l.Bin)
 	c.Stdin = bytes.NewReader(l.Config)
@@ -91,11 +101,11 @@ func (l *Load) call(ctx context.Context, cmd string, i int) (netip.Addr, error) 
 	var stdout, stderr bytes.Buffer
 	c.Stdout, c.Stderr = &stdout, &stderr
 	if err := c.Run(); err != nil {
-		return netip.Addr{}, fmt.Errorf("%s %s (node %s): %w: %s %s", cmd, l.ContainerID(i), node.Name, err,
+		return netip.Addr{}, c, fmt.Errorf("%s %s (node %s): %w: %s %s", cmd, l.ContainerID(i), node.Name, err,
 			strings.TrimSpace(stdout.String()), strings.TrimSpace(stderr.String()))
 	}
 	if cmd != "ADD" {
-		return netip.Addr{}, nil
+		return netip.Addr{}, c, nil
 	}
 	var res struct {
 		IPs []struct {
@@ -103,13 +113,13 @@ func (l *Load) call(ctx context.Context, cmd string, i int) (netip.Addr, error) 
 		} `json:"ips"`
 	}
 	if err := json.Unmarshal(stdout.Bytes(), &res); err != nil || len(res.IPs) == 0 {
-		return netip.Addr{}, fmt.Errorf("ADD %s: result %q has no address (%v)", l.ContainerID(i), stdout.String(), err)
+		return netip.Addr{}, c, fmt.Errorf("ADD %s: result %q has no address (%v)", l.ContainerID(i), stdout.String(), err)
 	}
 	p, err := netip.ParsePrefix(res.IPs[0].Address)
 	if err != nil {
-		return netip.Addr{}, fmt.Errorf("ADD %s: address %q: %w", l.ContainerID(i), res.IPs[0].Address, err)
+		return netip.Addr{}, c, fmt.Errorf("ADD %s: address %q: %w", l.ContainerID(i), res.IPs[0].Address, err)
 	}
-	return p.Addr(), nil
+	return p.Addr(), c, nil
 }
 
 // Failed counts the failed calls and returns the first error.
@@ -141,6 +151,15 @@ func (r Run) Duplicates() int {
 		d += c - 1
 	}
 	return d
+}
+
+// CPUTotal sums the plugin processes' CPU time.
+func (r Run) CPUTotal() time.Duration {
+	var t time.Duration
+	for _, c := range r.CPU {
+		t += c
+	}
+	return t
 }
 
 // Pct is the p-th percentile (0..100) of the latencies.

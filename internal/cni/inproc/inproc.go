@@ -101,6 +101,7 @@ type Exec struct {
 	selfErr error
 	mu      sync.Mutex
 	cache   map[string]decision
+	builds  map[string]string // Serve: build info text + package -> mismatch ("" = own build)
 }
 
 var _ invoke.Exec = (*Exec)(nil)
@@ -220,21 +221,45 @@ func (e *Exec) Serve(ctx context.Context, plugin, build string, stdin []byte, en
 	if e.selfErr != nil {
 		return nil, e.selfErr.Error(), nil
 	}
-	bi, perr := debug.ParseBuildInfo(build)
-	if perr != nil {
-		return nil, "the plugin's build info does not parse: " + perr.Error(), nil
-	}
-	if first, _, _ := strings.Cut(build, "\n"); bi.GoVersion == "" && strings.HasPrefix(first, "go\t") {
-		bi.GoVersion = strings.TrimPrefix(first, "go\t") // String writes it, ParseBuildInfo does not read it
-	}
-	if why := e.self.mismatch(newIdentity(bi), p.Package); why != "" {
-		return nil, "the plugin binary is not this daemon's build: " + why, nil
+	if why := e.buildMismatch(build, p.Package); why != "" {
+		return nil, why, nil
 	}
 	if fp := netops.FailpointFromEnv(Getenv(environ), p.Fault); p.Fault != "" && fp != nil && fp.Exit {
 		return nil, "an :exit failpoint must kill the plugin's own process", nil
 	}
 	out, err = e.run(ctx, plugin, p, stdin, environ)
 	return out, "", err
+}
+
+// buildMismatch says why the build info text is not this process's build
+// of pkg ("" when it is), remembered per text: every call of one plugin
+// binary sends the same.
+func (e *Exec) buildMismatch(build, pkg string) string {
+	key := pkg + "\x00" + build
+	e.mu.Lock()
+	why, ok := e.builds[key]
+	e.mu.Unlock()
+	if ok {
+		return why
+	}
+	bi, err := debug.ParseBuildInfo(build)
+	if err != nil {
+		why = "the plugin's build info does not parse: " + err.Error()
+	} else {
+		if first, _, _ := strings.Cut(build, "\n"); bi.GoVersion == "" && strings.HasPrefix(first, "go\t") {
+			bi.GoVersion = strings.TrimPrefix(first, "go\t") // String writes it, ParseBuildInfo does not read it
+		}
+		if m := e.self.mismatch(newIdentity(bi), pkg); m != "" {
+			why = "the plugin binary is not this daemon's build: " + m
+		}
+	}
+	e.mu.Lock()
+	if e.builds == nil || len(e.builds) >= 64 { // a few plugin builds per node; bound it anyway
+		e.builds = map[string]string{}
+	}
+	e.builds[key] = why
+	e.mu.Unlock()
+	return why
 }
 
 // run is skel's dispatcher over the call's environment, with the plugin's

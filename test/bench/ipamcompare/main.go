@@ -67,6 +67,8 @@ type row struct {
 	// daemon rows: the daemon's own time per ADD and the rest of each
 	// call's latency (the forwarding binary's start, request and answer)
 	daemonP50, overheadP50, overheadP99 time.Duration
+	// CPU time of the ADD phase: plugin processes, and by server process
+	cpu map[string]time.Duration
 	add, del                            ipamload.Run
 	addRequests, delRequests            int64
 	failed, duplicates, leftover        int
@@ -132,6 +134,11 @@ func run(o opts) error {
 		if r.failed+r.duplicates+r.leftover > 0 && r.name != "whereabouts" {
 			bad++
 		}
+	}
+	for _, r := range rows {
+		per := func(k string) float64 { return ms(r.cpu[k]) / float64(o.adds) }
+		fmt.Printf("ipam-compare: plugin=%s cpu_ms_per_add plugin_processes=%.1f daemons=%.1f kube_apiserver=%.1f etcd=%.1f\n",
+			r.name, per("plugins"), per("rdmanet-daemon"), per("kube-apiserver"), per("etcd"))
 	}
 	for _, r := range rows {
 		if base == nil || r.name == base.name {
@@ -201,7 +208,13 @@ func runRow(ctx context.Context, o opts, srv *apiserver.Server, name, tmp, kubec
 	if err != nil {
 		return r, err
 	}
+	c0 := procCPU()
 	r.add = l.Do(ctx, "ADD", o.adds, o.conc)
+	c1 := procCPU()
+	r.cpu = map[string]time.Duration{"plugins": r.add.CPUTotal()}
+	for k, v := range c1 {
+		r.cpu[k] = v - c0[k]
+	}
 	k1, err := apiserver.Requests(ctx, srv.Config())
 	if err != nil {
 		return r, err
@@ -368,4 +381,35 @@ func forwardingCost(l *ipamload.Load, add ipamload.Run, logDir string) (daemon, 
 		return s[min(len(s)-1, int(p/100*float64(len(s))))]
 	}
 	return pct(own, 50), pct(rest, 50), pct(rest, 99), nil
+}
+
+// procCPU sums user+system CPU time of the server processes by name
+// (kube-apiserver, etcd, rdmanet-daemon), from /proc.
+func procCPU() map[string]time.Duration {
+	out := map[string]time.Duration{}
+	ents, _ := os.ReadDir("/proc")
+	for _, e := range ents {
+		b, err := os.ReadFile(filepath.Join("/proc", e.Name(), "stat"))
+		if err != nil {
+			continue
+		}
+		st := string(b)
+		open, closing := strings.IndexByte(st, '('), strings.LastIndexByte(st, ')')
+		if open < 0 || closing < open {
+			continue
+		}
+		comm := st[open+1 : closing]
+		if comm != "kube-apiserver" && comm != "etcd" && comm != "rdmanet-daemon" {
+			continue
+		}
+		f := strings.Fields(st[closing+2:])
+		if len(f) < 13 {
+			continue
+		}
+		var ut, stt int64
+		fmt.Sscan(f[11], &ut)
+		fmt.Sscan(f[12], &stt)
+		out[comm] += time.Duration(ut+stt) * 10 * time.Millisecond // USER_HZ = 100
+	}
+	return out
 }
