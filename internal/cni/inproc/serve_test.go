@@ -36,12 +36,13 @@ func TestServe(t *testing.T) {
 		plugin   string
 		build    string
 		env      []string
+		stdin    string // "": conf
 		declined string // substring; "" = served
 		errCode  uint
 	}{
 		{name: "own build: served", plugin: "rdmanet-ipam", build: ipamBuild, env: env("ADD")},
 		{name: "as whereabouts: served", plugin: "whereabouts", build: ipamBuild, env: env("ADD")},
-		{name: "bad config: the plugin's error", plugin: "rdmanet-ipam", build: ipamBuild, env: env("ADD", "RDMANET_IPAM_STORE_TYPE=bogus"), errCode: 7},
+		{name: "bad config: the plugin's error", plugin: "rdmanet-ipam", build: ipamBuild, env: env("ADD"), stdin: `{"cniVersion":"1.0.0","name":"n","ipam":{"type":"rdmanet-ipam","range":"bogus"}}`, errCode: types.ErrInternal},
 		{name: "another package's build", plugin: "rdmanet-ipam", build: buildOf("sriov"), env: env("ADD"), declined: "package"},
 		{name: "unknown plugin", plugin: "macvlan", build: ipamBuild, env: env("ADD"), declined: "not a plugin"},
 		{name: "no build info of rdmanet", plugin: "rdmanet-ipam", build: "garbage", env: env("ADD"), declined: "main module"},
@@ -53,6 +54,7 @@ func TestServe(t *testing.T) {
 			plugin   string
 			build    string
 			env      []string
+			stdin    string
 			declined string
 			errCode  uint
 		}{name: "exit failpoint: declined", plugin: "sriov", build: buildOf("sriov"), env: env("ADD", netops.EnvFault+"=sriov:ipam:exit"), declined: "failpoint"})
@@ -60,7 +62,11 @@ func TestServe(t *testing.T) {
 	e := &Exec{Self: self(t)}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			out, declined, err := e.Serve(context.Background(), tc.plugin, tc.build, []byte(conf), tc.env)
+			stdin := conf
+			if tc.stdin != "" {
+				stdin = tc.stdin
+			}
+			out, declined, err := e.Serve(context.Background(), tc.plugin, tc.build, []byte(stdin), tc.env)
 			switch {
 			case tc.declined != "":
 				if !strings.Contains(declined, tc.declined) || out != nil || err != nil {
@@ -70,8 +76,8 @@ func TestServe(t *testing.T) {
 				t.Fatalf("declined: %s", declined)
 			case tc.errCode != 0:
 				var te *types.Error
-				if !errors.As(err, &te) || te.Code != tc.errCode || !strings.Contains(te.Msg, "bogus") {
-					t.Fatalf("err %v, want the plugin's code-%d error naming the bad store type", err, tc.errCode)
+				if !errors.As(err, &te) || te.Code != tc.errCode || !strings.Contains(te.Msg, `field "range" = "bogus"`) {
+					t.Fatalf("err %#v, want the plugin's code-%d error naming the bad range", err, tc.errCode)
 				}
 			default:
 				if err != nil {
