@@ -1,7 +1,10 @@
 package cni_test
 
 import (
+	"context"
 	"fmt"
+	"github.com/containernetworking/cni/pkg/invoke"
+	"github.com/rdmanet/rdmanet/internal/cni/forward"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -9,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -139,4 +143,70 @@ func TestBenchChain(t *testing.T) {
 	}
 	fmt.Printf("cni-bench: %d parallel ADDs (one VF each) wall=%s; %d parallel DELs wall=%s; load average %s\n",
 		parallel, ms(addWall), parallel, ms(delWall), loadavg())
+}
+
+// TestBenchChainForwarded measures the seed chain (sriov + rdma +
+// rdmanet-ipam as whereabouts, through libcni) on one simulated VF in the
+// three ways it can run, with the same stamped binaries: exec'd per call
+// (no daemon), exec'd as thin clients of rdmanet-daemon's plugin socket,
+// and in-process (what the meta daemon does with its delegates). It prints
+// one "cni-bench:" line per way and the comparison, including the thin
+// clients' own cost per forwarded call (their ADD latency less the
+// in-process one, over the two forwarded plugins). make bench-cni.
+func TestBenchChainForwarded(t *testing.T) {
+	if os.Getenv(EnvBench) != "1" {
+		t.Skipf("benchmark: run with %s=1 (make bench-cni)", EnvBench)
+	}
+	runs := 200
+	if v, err := strconv.Atoi(os.Getenv(EnvBenchRuns)); err == nil && v > 0 {
+		runs = v
+	}
+	dir := stampedBin(t)
+	n := newNode(t, 1)
+	pod := netnsutil.NewNS(t)
+	l := confList(t, seedNAD, "1.0.0", vfBDF(0))
+	d := &pluginDaemon{t: t, n: n, bin: dir, socket: filepath.Join(n.root, "run", "plugins.sock"), log: filepath.Join(n.root, "daemon.log")}
+	t.Cleanup(func() { d.stop(syscall.SIGTERM) })
+	p50 := map[string]time.Duration{}
+	for k, way := range []string{"per call", "thin clients of the daemon", "in-process"} {
+		var exec invoke.Exec
+		switch way {
+		case "per call":
+			t.Setenv(forward.EnvSocket, "off")
+		case "thin clients of the daemon":
+			t.Setenv(forward.EnvSocket, d.socket)
+			d.start()
+		case "in-process":
+			t.Setenv(forward.EnvSocket, "off")
+			exec = inprocExec(t, dir)
+		}
+		c := libcni.NewCNIConfigWithCacheDir([]string{dir}, filepath.Join(n.root, fmt.Sprintf("cache-%d", k)), exec)
+		var adds, dels []time.Duration
+		for i := 0; i < runs; i++ {
+			r := rt(10000*(k+1)+i, pod)
+			var err error
+			start := time.Now()
+			_ = n.inHost(func() error { _, err = c.AddNetworkList(context.Background(), l, r); return nil })
+			adds = append(adds, time.Since(start))
+			if err != nil {
+				t.Fatalf("%s ADD %d: %v", way, i, err)
+			}
+			start = time.Now()
+			_ = n.inHost(func() error { err = c.DelNetworkList(context.Background(), l, r); return nil })
+			dels = append(dels, time.Since(start))
+			if err != nil {
+				t.Fatalf("%s DEL %d: %v", way, i, err)
+			}
+		}
+		n.assertRestored(t, 0, containerID(10000*(k+1)+runs-1))
+		p50[way] = percentile(adds, 0.5)
+		fmt.Printf("cni-bench: seed chain %s runs=%d ADD p50=%s p99=%s DEL p50=%s p99=%s\n",
+			way, runs, ms(p50[way]), ms(percentile(adds, 0.99)), ms(percentile(dels, 0.5)), ms(percentile(dels, 0.99)))
+	}
+	if served := d.served("sriov", "ADD"); served != runs {
+		t.Errorf("the daemon served %d sriov ADDs, want %d", served, runs)
+	}
+	thin, inproc, perCall := p50["thin clients of the daemon"], p50["in-process"], p50["per call"]
+	fmt.Printf("cni-bench: seed chain ADD p50 per_call=%s thin_clients=%s in_process=%s thin_minus_in_process=%s forwarding_cost_per_plugin_call=%s (2 forwarded calls: sriov, rdma); load average %s\n",
+		ms(perCall), ms(thin), ms(inproc), ms(thin-inproc), ms((thin-inproc)/2), loadavg())
 }
