@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/containernetworking/plugins/pkg/ns"
+
 	"github.com/rdmanet/rdmanet/internal/ipam"
 	"github.com/rdmanet/rdmanet/test/apiserver"
 	"github.com/rdmanet/rdmanet/test/ipamload"
@@ -18,8 +20,10 @@ import (
 )
 
 // startPluginDaemon runs rdmanet-daemon serving only its plugin socket, as
-// on a node where the exec'd plugins are thin clients of it.
-func startPluginDaemon(t *testing.T, socket, logPath string) {
+// on a node where the exec'd plugins are thin clients of it; in host (nil:
+// this process's namespace), where it runs in-process plugins that move
+// links. It returns when the socket is there; the daemon stops at cleanup.
+func startPluginDaemon(t testing.TB, socket, logPath string, host ns.NetNS) {
 	t.Helper()
 	logf, err := os.Create(logPath)
 	if err != nil {
@@ -27,7 +31,9 @@ func startPluginDaemon(t *testing.T, socket, logPath string) {
 	}
 	cmd := exec.Command(filepath.Join(binDir, "rdmanet-daemon"), "--meta=false", "--plugin-socket", socket, "--log-level", "info")
 	cmd.Stdout, cmd.Stderr = logf, logf
-	if err := cmd.Start(); err != nil {
+	if host != nil {
+		netnsutil.Do(t, host, cmd.Start)
+	} else if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
@@ -68,7 +74,7 @@ func TestPluginDaemonsAcrossNodes(t *testing.T) {
 	var nodes []ipamload.Node
 	for _, name := range []string{"node-a", "node-b"} {
 		sock := filepath.Join(dir, name, "plugins.sock")
-		startPluginDaemon(t, sock, filepath.Join(dir, name+".log"))
+		startPluginDaemon(t, sock, filepath.Join(dir, name+".log"), nil)
 		nodes = append(nodes, ipamload.Node{Name: name, Env: []string{"NODENAME=" + name, "RDMANET_PLUGIN_SOCKET=" + sock,
 			"RDMANET_IPAM_STORE_PATH=" + filepath.Join(dir, name, "ipam")}})
 	}
