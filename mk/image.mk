@@ -30,3 +30,11 @@ images:
 # The image, installer and pause tests alone.
 test-image:
 	$(GO) test -count=1 ./internal/image/... ./internal/install/... ./internal/version/... ./test/images/...
+
+# Debian packages the tests need (busybox-static for the testbox image),
+# installed when missing so a fresh machine's `make test` needs nothing by hand.
+.PHONY: test-debs
+test-debs:
+	hack/install-debs.sh
+
+test-prereqs:: test-debs
