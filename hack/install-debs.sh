@@ -4,6 +4,8 @@
 #
 #   busybox-static   /bin/busybox, the static busybox of the testbox image
 #                    (internal/image tests, the cluster tier's test pods)
+#   iptables, iproute2   the cluster tier's node network (test/cluster checks
+#                    both are on PATH before it starts)
 #
 # libseccomp-dev (runc) is installed by hack/build-runtime-tools.sh, which
 # needs it. Root (CI is root); without apt-get it names the package to install.
@@ -22,3 +24,5 @@ need() { # need FILE PACKAGE
 }
 
 need /bin/busybox busybox-static
+need /usr/sbin/iptables iptables
+need /usr/bin/ip iproute2
