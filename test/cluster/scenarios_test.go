@@ -55,16 +55,24 @@ func testInstalled(t *testing.T) {
 	if !strings.Contains(string(b), `"clusterNetwork": "`+cluster.ClusterNetwork+`"`) {
 		t.Errorf("%s: clusterNetwork is not %s:\n%s", conf, cluster.ClusterNetwork, b)
 	}
-	for _, bin := range []string{"rdmanet", "rdmanet-direct", "sriov", "rdma", "rdmanet-ipam"} {
+	for _, bin := range []string{"rdmanet", "rdmanet-direct", "sriov", "rdma", "rdmanet-ipam", "rdmanet-ipam-direct"} {
 		if _, err := os.Stat(filepath.Join(layout.Dir, "node/opt/cni/bin", bin)); err != nil {
 			t.Errorf("install step: CNI binary %s: %v", bin, err)
 		}
 	}
-	// The agent registered its pools with the real kubelet.
-	alloc := kubectl(t, "get", "node", cluster.NodeName, "-o", `jsonpath={.status.allocatable}`)
+	// The agent registered its pools with the real kubelet, which reports
+	// them in the node's status at its next status update (every 10 s by
+	// default): wait for it rather than read once.
 	for _, r := range []string{vfResource, "nvidia.com/gpu"} {
+		var alloc string
+		for deadline := time.Now().Add(time.Minute); ; time.Sleep(time.Second) {
+			alloc = kubectl(t, "get", "node", cluster.NodeName, "-o", `jsonpath={.status.allocatable}`)
+			if strings.Contains(alloc, `"`+r+`"`) || time.Now().After(deadline) {
+				break
+			}
+		}
 		if !strings.Contains(alloc, `"`+r+`"`) {
-			t.Errorf("node allocatable %s lacks %s", alloc, r)
+			t.Errorf("node allocatable %s lacks %s a minute after the agent's pod is Ready", alloc, r)
 		}
 	}
 }
