@@ -68,10 +68,10 @@ type row struct {
 	// call's latency (the forwarding binary's start, request and answer)
 	daemonP50, overheadP50, overheadP99 time.Duration
 	// CPU time of the ADD phase: plugin processes, and by server process
-	cpu map[string]time.Duration
-	add, del                            ipamload.Run
-	addRequests, delRequests            int64
-	failed, duplicates, leftover        int
+	cpu                          map[string]time.Duration
+	add, del                     ipamload.Run
+	addRequests, delRequests     int64
+	failed, duplicates, leftover int
 }
 
 func run(o opts) error {
