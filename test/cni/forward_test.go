@@ -1,11 +1,17 @@
 package cni_test
 
 import (
+	"context"
+	"encoding/json"
 	"errors"
+	"github.com/rdmanet/rdmanet/internal/ipam"
 	"net"
+	"net/netip"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -240,4 +246,85 @@ func hangingDaemon(t *testing.T, socket string) func() map[string]int {
 	}
 	t.Cleanup(func() { lis.Close() })
 	return stop
+}
+
+// TestForwardedIPAMDaemonKilledMidCall kills a real rdmanet-daemon while it
+// serves an exec'd rdmanet-ipam ADD (held inside the call: the test holds
+// the node's allocation lock the daemon waits for): the plugin answers
+// "try again later" (11) and allocates nothing; with the daemon gone, DEL
+// and the retried ADD run in the plugin's own process (rdmanet-ipam-direct)
+// and the retried ADD gets an address.
+func TestForwardedIPAMDaemonKilledMidCall(t *testing.T) {
+	dir := stampedBin(t)
+	n := newNode(t, 1)
+	d := &pluginDaemon{t: t, n: n, bin: dir, socket: filepath.Join(n.root, "run", "plugins.sock"), log: filepath.Join(n.root, "daemon.log")}
+	t.Cleanup(func() { d.stop(syscall.SIGKILL) })
+	d.start()
+	pod := netnsutil.NewNS(t)
+	conf := `{"cniVersion":"1.0.0","name":"killed","ipam":{"type":"rdmanet-ipam","range":"10.77.0.0/24","network_name":"killed"}}`
+	call := func(cmd string) (string, int) {
+		c := exec.Command(filepath.Join(dir, "rdmanet-ipam"))
+		c.Env = append(os.Environ(), "CNI_COMMAND="+cmd, "CNI_CONTAINERID=killed-1", "CNI_NETNS="+pod.Path(), "CNI_IFNAME=net1",
+			"CNI_PATH="+dir, forward.EnvSocket+"="+d.socket)
+		c.Stdin = strings.NewReader(conf)
+		out, err := c.Output()
+		code := 0
+		var ee *exec.ExitError
+		if errors.As(err, &ee) {
+			code = ee.ExitCode()
+		} else if err != nil {
+			t.Fatal(err)
+		}
+		return string(out), code
+	}
+	// hold the node's lock of the pool: the daemon's ADD waits inside the call
+	pool := ipam.Pool{Network: "killed", Prefix: netip.MustParsePrefix("10.77.0.0/24")}
+	unlock, err := (&ipam.FileLock{Dir: n.ipamDir}).Lock(context.Background(), pool.Key())
+	if err != nil {
+		t.Fatal(err)
+	}
+	type answer struct {
+		out  string
+		code int
+	}
+	got := make(chan answer, 1)
+	go func() { out, code := call("ADD"); got <- answer{out, code} }()
+	// wait until the daemon's call blocks on the lock (/proc/locks lists
+	// blocked waiters as "-> FLOCK ... <pid> ...")
+	pid := strconv.Itoa(d.cmd.Process.Pid)
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		b, _ := os.ReadFile("/proc/locks")
+		if waiting := regexp.MustCompile(`-> FLOCK\s+\S+\s+\S+\s+` + pid + `\s`).Match(b); waiting {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the daemon never waited on the IPAM lock; /proc/locks:\n%s\ndaemon log:\n%s", b, d.logText())
+		}
+	}
+	d.stop(syscall.SIGKILL)
+	a := <-got
+	unlock()
+	var te types.Error
+	if a.code == 0 || json.Unmarshal([]byte(a.out), &te) != nil || te.Code != types.ErrTryAgainLater {
+		t.Fatalf("ADD with the daemon killed mid-call: exit %d, stdout %q; want CNI error %d", a.code, a.out, types.ErrTryAgainLater)
+	}
+	if got := n.allocations(t); len(got) != 0 {
+		t.Errorf("the killed call allocated %v", got)
+	}
+	if _, err := os.Lstat(d.socket); err != nil {
+		t.Fatalf("the killed daemon's socket file should be left behind: %v", err)
+	}
+	if out, code := call("DEL"); code != 0 {
+		t.Fatalf("DEL with the daemon gone: exit %d: %s", code, out)
+	}
+	out, code := call("ADD")
+	if code != 0 || !strings.Contains(out, "10.77.0.") {
+		t.Fatalf("ADD with the daemon gone: exit %d: %s", code, out)
+	}
+	if got := n.allocations(t)["killed-1"]; len(got) != 1 {
+		t.Errorf("store holds %v for the retried ADD, want one address", got)
+	}
+	if out, code := call("DEL"); code != 0 || len(n.allocations(t)) != 0 {
+		t.Fatalf("final DEL: exit %d: %s; left %v", code, out, n.allocations(t))
+	}
 }
