@@ -24,49 +24,35 @@ import (
 	"github.com/rdmanet/rdmanet/internal/cni/forward"
 	"github.com/rdmanet/rdmanet/internal/cni/meta/wire"
 	"github.com/rdmanet/rdmanet/test/netnsutil"
+	"github.com/rdmanet/rdmanet/test/plugindaemon"
 )
 
 // pluginDaemon is a real rdmanet-daemon serving only the plugin socket
 // (--meta=false), started in the node's host namespace as the DaemonSet's
-// container runs in the node's.
+// container runs in the node's; it can be stopped and started again.
 type pluginDaemon struct {
 	t      *testing.T
 	n      *node
 	bin    string
 	socket string
 	log    string
-	cmd    *exec.Cmd
+	d      *plugindaemon.Daemon // nil while stopped
 }
 
 func (d *pluginDaemon) start() {
 	d.t.Helper()
-	f, err := os.OpenFile(d.log, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
-	if err != nil {
+	var err error
+	if d.d, err = plugindaemon.Start(d.bin, d.socket, d.log, func(c *exec.Cmd) error { return d.n.inHost(c.Start) }); err != nil {
 		d.t.Fatal(err)
-	}
-	defer f.Close()
-	d.cmd = exec.Command(filepath.Join(d.bin, "rdmanet-daemon"), "--meta=false", "--plugin-socket", d.socket, "--log-level", "debug")
-	d.cmd.Stdout, d.cmd.Stderr = f, f
-	netnsutil.Do(d.t, d.n.host, d.cmd.Start)
-	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(10 * time.Millisecond) {
-		if c, err := net.Dial("unix", d.socket); err == nil {
-			c.Close()
-			return
-		}
-		if time.Now().After(deadline) {
-			d.t.Fatalf("rdmanet-daemon did not serve %s; log:\n%s", d.socket, d.logText())
-		}
 	}
 }
 
 // stop ends the daemon with sig and waits for it.
 func (d *pluginDaemon) stop(sig syscall.Signal) {
-	if d.cmd == nil {
-		return
+	if d.d != nil {
+		d.d.Stop(sig)
+		d.d = nil
 	}
-	_ = d.cmd.Process.Signal(sig)
-	_ = d.cmd.Wait()
-	d.cmd = nil
 }
 
 func (d *pluginDaemon) logText() string {
@@ -291,7 +277,7 @@ func TestForwardedIPAMDaemonKilledMidCall(t *testing.T) {
 	go func() { out, code := call("ADD"); got <- answer{out, code} }()
 	// wait until the daemon's call blocks on the lock (/proc/locks lists
 	// blocked waiters as "-> FLOCK ... <pid> ...")
-	pid := strconv.Itoa(d.cmd.Process.Pid)
+	pid := strconv.Itoa(d.d.Pid())
 	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(20 * time.Millisecond) {
 		b, _ := os.ReadFile("/proc/locks")
 		if waiting := regexp.MustCompile(`-> FLOCK\s+\S+\s+\S+\s+` + pid + `\s`).Match(b); waiting {

@@ -17,45 +17,32 @@ import (
 	"github.com/rdmanet/rdmanet/test/apiserver"
 	"github.com/rdmanet/rdmanet/test/ipamload"
 	"github.com/rdmanet/rdmanet/test/netnsutil"
+	"github.com/rdmanet/rdmanet/test/plugindaemon"
 )
 
 // startPluginDaemon runs rdmanet-daemon serving only its plugin socket, as
 // on a node where the exec'd plugins are thin clients of it; in host (nil:
 // this process's namespace), where it runs in-process plugins that move
-// links. It returns when the socket is there; the daemon stops at cleanup.
+// links. It returns when the socket answers; the daemon stops at cleanup.
 func startPluginDaemon(t testing.TB, socket, logPath string, host ns.NetNS) {
 	t.Helper()
-	logf, err := os.Create(logPath)
+	var start func(*exec.Cmd) error
+	if host != nil {
+		start = func(c *exec.Cmd) error { return host.Do(func(ns.NetNS) error { return c.Start() }) }
+	}
+	d, err := plugindaemon.Start(binDir, socket, logPath, start)
 	if err != nil {
 		t.Fatal(err)
 	}
-	cmd := exec.Command(filepath.Join(binDir, "rdmanet-daemon"), "--meta=false", "--plugin-socket", socket, "--log-level", "info")
-	cmd.Stdout, cmd.Stderr = logf, logf
-	if host != nil {
-		netnsutil.Do(t, host, cmd.Start)
-	} else if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		_ = cmd.Process.Signal(os.Interrupt)
-		_ = cmd.Wait()
-		logf.Close()
-	})
-	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(10 * time.Millisecond) {
-		if _, err := os.Stat(socket); err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			b, _ := os.ReadFile(logPath)
-			t.Fatalf("rdmanet-daemon did not listen on %s:\n%s", socket, b)
-		}
-	}
+	t.Cleanup(func() { d.Stop(os.Interrupt) })
 }
 
 // TestPluginDaemonsAcrossNodes: two rdmanet-daemons as two nodes over one
 // API server serve 1000 exec'd rdmanet-ipam ADDs, 20 at a time, from a
-// range just big enough (a /22 in /26 blocks), so the nodes run out of
-// blocks of their own and borrow from each other's. Each daemon answers
+// range just big enough (a /22: 16 blocks of /26, 1022 usable addresses).
+// node-a takes two ADDs of every three (667, 11 blocks' worth), node-b the
+// rest (333, 6 blocks' worth): 17 blocks do not exist, so a node must
+// borrow from the other's blocks, which the test checks happened. Each daemon answers
 // from its warm client and node-local block cache, but the API server
 // decides (every write carries the block's resourceVersion): no address is
 // handed out twice, the store holds exactly what the plugins were told, and
@@ -71,13 +58,14 @@ func TestPluginDaemonsAcrossNodes(t *testing.T) {
 	const network, cidr = "xnode", "10.210.0.0/22"
 	conf := fmt.Sprintf(`{"cniVersion":"1.0.0","name":"xnode","ipam":{"type":"rdmanet-ipam","range":%q,"network_name":%q,"node_slice_size":"/26","store":{"type":"kubernetes","kubeconfig":%q}}}`,
 		cidr, network, kubeconfig)
-	var nodes []ipamload.Node
+	byName := map[string]ipamload.Node{}
 	for _, name := range []string{"node-a", "node-b"} {
 		sock := filepath.Join(dir, name, "plugins.sock")
 		startPluginDaemon(t, sock, filepath.Join(dir, name+".log"), nil)
-		nodes = append(nodes, ipamload.Node{Name: name, Env: []string{"NODENAME=" + name, "RDMANET_PLUGIN_SOCKET=" + sock,
-			"RDMANET_IPAM_STORE_PATH=" + filepath.Join(dir, name, "ipam")}})
+		byName[name] = ipamload.Node{Name: name, Env: []string{"NODENAME=" + name, "RDMANET_PLUGIN_SOCKET=" + sock,
+			"RDMANET_IPAM_STORE_PATH=" + filepath.Join(dir, name, "ipam")}}
 	}
+	nodes := []ipamload.Node{byName["node-a"], byName["node-a"], byName["node-b"]} // call i runs on nodes[i%3]
 	pod := netnsutil.NewNS(t) // in-process ADDs refuse the daemon's own netns
 	l := &ipamload.Load{Bin: filepath.Join(binDir, "rdmanet-ipam"), Config: []byte(conf), Nodes: nodes,
 		Netns: pod.Path(), CNIPath: binDir, Prefix: "xnode"}
@@ -98,11 +86,15 @@ func TestPluginDaemonsAcrossNodes(t *testing.T) {
 			t.Fatalf("ADD %d got %s outside %s", i, a, cidr)
 		}
 	}
-	// every call was served by a daemon, both nodes took part
-	for _, node := range nodes {
-		b, _ := os.ReadFile(filepath.Join(dir, node.Name+".log"))
-		if got := strings.Count(string(b), "plugin call served by the daemon"); got != n/2 {
-			t.Errorf("daemon of %s served %d calls, want %d (one per ADD of its node); log tail:\n%s", node.Name, got, n/2, tail(b))
+	// every call was served by its node's daemon
+	want := map[string]int{}
+	for i := range n {
+		want[nodes[i%len(nodes)].Name]++
+	}
+	for name, w := range want {
+		b, _ := os.ReadFile(filepath.Join(dir, name+".log"))
+		if got := strings.Count(string(b), "plugin call served by the daemon"); got != w {
+			t.Errorf("daemon of %s served %d calls, want %d (one per ADD of its node); log tail:\n%s", name, got, w, tail(b))
 		}
 	}
 	store, err := ipam.NewKubeStore(api.Config())
@@ -110,6 +102,7 @@ func TestPluginDaemonsAcrossNodes(t *testing.T) {
 		t.Fatal(err)
 	}
 	pool := ipam.Pool{Network: network, Prefix: r}
+	borrowed := 0
 	held := func() (map[netip.Addr]string, map[string]int) {
 		blocks, err := store.List(ctx, pool, "")
 		if err != nil {
@@ -117,17 +110,24 @@ func TestPluginDaemonsAcrossNodes(t *testing.T) {
 		}
 		m := map[netip.Addr]string{}
 		owners := map[string]int{} // block owner node -> blocks
+		borrowed = 0
 		for _, b := range blocks {
 			owners[b.Spec.Node]++
 			for ip, a := range b.Spec.Allocations {
 				if a.Reserved == "" {
 					m[netip.MustParseAddr(ip)] = a.ContainerID
+					if a.Node != "" && a.Node != b.Spec.Node {
+						borrowed++
+					}
 				}
 			}
 		}
 		return m, owners
 	}
 	got, owners := held()
+	if borrowed == 0 {
+		t.Errorf("no address was borrowed from the other node's blocks (blocks by node %v): the test did not exercise borrowing", owners)
+	}
 	if len(got) != n {
 		t.Errorf("the store holds %d allocations, the plugins handed out %d", len(got), n)
 	}
@@ -139,7 +139,7 @@ func TestPluginDaemonsAcrossNodes(t *testing.T) {
 	if len(owners) != 2 {
 		t.Errorf("blocks by node %v: want both nodes to hold blocks", owners)
 	}
-	t.Logf("ADD: wall %v p50 %v p99 %v; blocks by node %v", add.Wall, add.Pct(50), add.Pct(99), owners)
+	t.Logf("ADD: wall %v p50 %v p99 %v; blocks by node %v; %d addresses borrowed", add.Wall, add.Pct(50), add.Pct(99), owners, borrowed)
 
 	del := l.Do(ctx, "DEL", n, conc)
 	if failed, first := del.Failed(); failed > 0 {

@@ -13,9 +13,9 @@ package forward
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
-	"net"
 	"os"
 	"runtime/debug"
 	"time"
@@ -101,36 +101,19 @@ func Call(socket, plugin, cmd string, stdin []byte, environ []string, build stri
 	if cmd == "DEL" {
 		wait = DelTimeout
 	}
-	body, err := json.Marshal(wire.PluginRequest{Version: wire.PluginVersion, Plugin: plugin, Build: build,
-		Env: environ, Stdin: stdin, TimeoutMs: wait.Milliseconds()})
-	if err != nil {
-		return Result{Reason: "encode request: " + err.Error()}
+	req := wire.PluginRequest{Version: wire.PluginVersion, Plugin: plugin, Build: build, Env: environ, Stdin: stdin, TimeoutMs: wait.Milliseconds()}
+	if n := len(stdin); n > wire.MaxMessage {
+		return Result{Reason: fmt.Sprintf("config of %d bytes is larger than the daemon takes (%d)", n, wire.MaxMessage)}
 	}
-	if len(body) > wire.MaxMessage {
-		return Result{Reason: fmt.Sprintf("request of %d bytes is larger than the daemon takes (%d)", len(body), wire.MaxMessage)}
-	}
-	c, err := net.DialTimeout("unix", socket, DialTimeout)
-	if err != nil {
+	var resp wire.PluginResponse
+	err = wire.Exchange(socket, DialTimeout, wait, req, &resp)
+	switch {
+	case errors.Is(err, wire.ErrNotSent):
 		// nothing was sent: running the call here cannot run it twice
 		return Result{Reason: "no daemon: " + err.Error()}
-	}
-	conn := c.(*net.UnixConn)
-	defer conn.Close()
-	_ = conn.SetDeadline(time.Now().Add(wait))
-	var resp wire.PluginResponse
-	err = func() error {
-		if _, err := conn.Write(body); err != nil {
-			return fmt.Errorf("send: %w", err)
-		}
-		if err := conn.CloseWrite(); err != nil {
-			return fmt.Errorf("send: %w", err)
-		}
-		return wire.Read(conn, &resp)
-	}()
-	switch {
 	case err != nil && cmd == "ADD":
 		return Result{Outcome: Answered, Err: types.NewError(types.ErrTryAgainLater,
-			fmt.Sprintf("%s: the rdmanet daemon at %s took ADD of container %s and gave no answer (%v); the runtime retries the sandbox", plugin, socket, getenv(environ, "CNI_CONTAINERID"), err), "")}
+			fmt.Sprintf("%s: the rdmanet daemon at %s took ADD of container %s and gave no answer (%v); the runtime retries the sandbox", plugin, socket, Getenv(environ, "CNI_CONTAINERID"), err), "")}
 	case err != nil:
 		return Result{Reason: fmt.Sprintf("daemon gave no answer to %s (%v): repeating it here", cmd, err)}
 	case resp.Declined != "":
@@ -141,7 +124,9 @@ func Call(socket, plugin, cmd string, stdin []byte, environ []string, build stri
 	return Result{Outcome: Answered, Stdout: resp.Stdout}
 }
 
-func getenv(environ []string, key string) string {
+// Getenv is the value of key in environ, the last one winning (as exec
+// does); "" when unset.
+func Getenv(environ []string, key string) string {
 	v := ""
 	for _, kv := range environ {
 		if len(kv) > len(key) && kv[len(key)] == '=' && kv[:len(key)] == key {
@@ -192,7 +177,7 @@ func Main(plugin string, local func()) {
 // would take from the host name (node_name and NODENAME win over it, as
 // in the plugin), so the daemon allocates for the plugin's node.
 func Environ(environ []string, hostname func() (string, error)) []string {
-	if getenv(environ, "NODENAME") != "" {
+	if Getenv(environ, "NODENAME") != "" {
 		return environ
 	}
 	h, err := hostname()

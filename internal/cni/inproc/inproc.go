@@ -142,13 +142,27 @@ func (e *Exec) Decide(path string) (bool, string) {
 	return d.inproc, d.reason
 }
 
-func (e *Exec) decide(path string) decision {
-	plugins := e.Plugins
-	if plugins == nil {
-		plugins = defaultPlugins()
+// plugins are the in-process plugins by binary name.
+func (e *Exec) plugins() map[string]Plugin {
+	if e.Plugins == nil {
+		return defaultPlugins()
 	}
+	return e.Plugins
+}
+
+// exitFailpoint: the call's environment sets an ":exit" failpoint for p
+// (test builds), which kills its process; that must not be the daemon.
+func exitFailpoint(p Plugin, environ []string) bool {
+	if p.Fault == "" {
+		return false
+	}
+	fp := netops.FailpointFromEnv(Getenv(environ), p.Fault)
+	return fp != nil && fp.Exit
+}
+
+func (e *Exec) decide(path string) decision {
 	name := filepath.Base(path)
-	p, ok := plugins[name]
+	p, ok := e.plugins()[name]
 	if !ok {
 		return decision{reason: "not an rdmanet plugin name"}
 	}
@@ -192,12 +206,7 @@ func (e *Exec) decide(path string) decision {
 // process through RawExec.
 func (e *Exec) ExecPlugin(ctx context.Context, pluginPath string, stdin []byte, environ []string) ([]byte, error) {
 	d := e.decide(pluginPath)
-	if d.inproc {
-		env := Getenv(environ)
-		if fp := netops.FailpointFromEnv(env, d.plugin.Fault); d.plugin.Fault != "" && fp != nil && fp.Exit {
-			// an ":exit" failpoint kills its process: that must not be the daemon
-			return e.raw().ExecPlugin(ctx, pluginPath, stdin, environ)
-		}
+	if d.inproc && !exitFailpoint(d.plugin, environ) {
 		return e.run(ctx, pluginPath, d.plugin, stdin, environ)
 	}
 	return e.raw().ExecPlugin(ctx, pluginPath, stdin, environ)
@@ -209,11 +218,7 @@ func (e *Exec) ExecPlugin(ctx context.Context, pluginPath string, stdin []byte, 
 // nothing and returns why (declined), and the binary runs the call itself.
 // out and err are what the binary would have printed and exited with.
 func (e *Exec) Serve(ctx context.Context, plugin, build string, stdin []byte, environ []string) (out []byte, declined string, err error) {
-	plugins := e.Plugins
-	if plugins == nil {
-		plugins = defaultPlugins()
-	}
-	p, ok := plugins[plugin]
+	p, ok := e.plugins()[plugin]
 	if !ok {
 		return nil, fmt.Sprintf("%q is not a plugin this daemon runs", plugin), nil
 	}
@@ -224,7 +229,7 @@ func (e *Exec) Serve(ctx context.Context, plugin, build string, stdin []byte, en
 	if why := e.buildMismatch(build, p.Package); why != "" {
 		return nil, why, nil
 	}
-	if fp := netops.FailpointFromEnv(Getenv(environ), p.Fault); p.Fault != "" && fp != nil && fp.Exit {
+	if exitFailpoint(p, environ) {
 		return nil, "an :exit failpoint must kill the plugin's own process", nil
 	}
 	out, err = e.run(ctx, plugin, p, stdin, environ)

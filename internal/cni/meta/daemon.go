@@ -3,9 +3,7 @@ package meta
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"net"
 	"sync"
@@ -127,43 +125,32 @@ func (d *Daemon) retryOnce(ctx context.Context, p *Plugin) {
 // side after it), run it, write the response. A panic anywhere in the call
 // becomes a CNI error for this call only.
 func (d *Daemon) serveConn(c net.Conn) {
-	defer c.Close()
 	received := time.Now()
-	var resp wire.Response
-	_ = c.SetReadDeadline(received.Add(RequestReadTimeout))
 	var req wire.Request
-	switch err := wire.Read(c, &req); {
-	case err != nil:
-		if errors.Is(err, wire.ErrTooLarge) {
-			// read the rest (bounded by the deadline) so the shim gets this
-			// answer instead of a connection reset
-			_, _ = io.Copy(io.Discard, c)
+	err := wire.Answer(c, RequestReadTimeout, &req, func(readErr error) any {
+		var resp wire.Response
+		switch {
+		case readErr != nil:
+			resp.Error = types.NewError(types.ErrDecodingFailure, "rdmanet daemon: bad request: "+readErr.Error(), "")
+		case req.Version != wire.Version:
+			resp.Error = types.NewError(types.ErrIncompatibleCNIVersion, fmt.Sprintf("rdmanet daemon speaks protocol v%d, the shim sent v%d; fix: install the rdmanet shim and daemon of one release", wire.Version, req.Version), "")
+		default:
+			// The call runs to completion even if the shim goes away (a
+			// half-done ADD must still roll back, a DEL must finish), but not
+			// past its deadline: the shim's timeout, else RequestTimeout, else
+			// the config's. Delegate processes still running then are killed.
+			ctx, cancel := d.requestContext(received, req)
+			res, err := d.safeCall(ctx, req)
+			cancel()
+			if err != nil {
+				resp.Error = asCNIError(err).(*types.Error)
+			} else {
+				resp.Result = res
+			}
 		}
-		resp.Error = types.NewError(types.ErrDecodingFailure, "rdmanet daemon: bad request: "+err.Error(), "")
-	case req.Version != wire.Version:
-		resp.Error = types.NewError(types.ErrIncompatibleCNIVersion, fmt.Sprintf("rdmanet daemon speaks protocol v%d, the shim sent v%d; fix: install the rdmanet shim and daemon of one release", wire.Version, req.Version), "")
-	default:
-		// The call runs to completion even if the shim goes away (a
-		// half-done ADD must still roll back, a DEL must finish), but not
-		// past its deadline: the shim's timeout, else RequestTimeout, else
-		// the config's. Delegate processes still running then are killed.
-		_ = c.SetReadDeadline(time.Time{})
-		ctx, cancel := d.requestContext(received, req)
-		res, err := d.safeCall(ctx, req)
-		cancel()
-		if err != nil {
-			resp.Error = asCNIError(err).(*types.Error)
-		} else {
-			resp.Result = res
-		}
-	}
-	b, err := json.Marshal(resp)
+		return resp
+	})
 	if err != nil {
-		d.Log.Error("encode response", "container", req.ContainerID, "err", err)
-		return
-	}
-	_ = c.SetWriteDeadline(time.Now().Add(RequestReadTimeout))
-	if _, err := c.Write(b); err != nil {
 		d.Log.Warn("the shim left before the answer", "command", req.Command, "container", req.ContainerID, "err", err)
 	}
 }

@@ -9,10 +9,8 @@ package plugind
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"net"
 	"runtime/debug"
@@ -21,6 +19,7 @@ import (
 
 	"github.com/containernetworking/cni/pkg/types"
 
+	"github.com/rdmanet/rdmanet/internal/cni/forward"
 	"github.com/rdmanet/rdmanet/internal/cni/meta/wire"
 	"github.com/rdmanet/rdmanet/internal/cni/sockserve"
 )
@@ -90,42 +89,34 @@ func (s *Server) Serve(ctx context.Context) error {
 // serveConn answers one connection: read the request, run it, answer.
 func (s *Server) serveConn(c net.Conn) {
 	received := time.Now()
-	_ = c.SetReadDeadline(received.Add(s.or(s.ReadTimeout, DefaultReadTimeout)))
 	var req wire.PluginRequest
-	resp, cmd, container := s.handle(c, &req, received)
-	b, err := json.Marshal(resp)
+	err := wire.Answer(c, s.or(s.ReadTimeout, DefaultReadTimeout), &req, func(readErr error) any {
+		return s.handle(&req, readErr, received)
+	})
 	if err != nil {
-		s.Log.Error("plugin socket: encode response", "plugin", req.Plugin, "container", container, "err", err)
-		return
-	}
-	_ = c.SetWriteDeadline(time.Now().Add(s.or(s.ReadTimeout, DefaultReadTimeout)))
-	if _, err := c.Write(b); err != nil {
-		s.Log.Warn("plugin socket: the plugin left before the answer", "plugin", req.Plugin, "command", cmd, "container", container, "err", err)
+		s.Log.Warn("plugin socket: the plugin left before the answer", "plugin", req.Plugin,
+			"command", forward.Getenv(req.Env, "CNI_COMMAND"), "container", forward.Getenv(req.Env, "CNI_CONTAINERID"), "err", err)
 	}
 }
 
-func (s *Server) handle(c net.Conn, req *wire.PluginRequest, received time.Time) (resp wire.PluginResponse, cmd, container string) {
-	if err := wire.Read(c, req); err != nil {
-		if errors.Is(err, wire.ErrTooLarge) {
-			_, _ = io.Copy(io.Discard, c) // so the plugin reads this answer, not a reset
-		}
+func (s *Server) handle(req *wire.PluginRequest, readErr error, received time.Time) wire.PluginResponse {
+	if readErr != nil {
 		// nothing was run: the plugin runs the call itself. An empty
 		// request is the readiness probe (rdmanet-daemon --probe): not a call.
-		if !strings.HasPrefix(err.Error(), "decode 0 bytes") {
-			s.Log.Warn("plugin socket: bad request declined", "err", err)
+		if !strings.HasPrefix(readErr.Error(), "decode 0 bytes") {
+			s.Log.Warn("plugin socket: bad request declined", "err", readErr)
 			s.observe(req.Plugin, "", "error", "error", received)
 		}
-		return wire.PluginResponse{Declined: "bad request: " + err.Error()}, "", ""
+		return wire.PluginResponse{Declined: "bad request: " + readErr.Error()}
 	}
-	cmd, container = envValue(req.Env, "CNI_COMMAND"), envValue(req.Env, "CNI_CONTAINERID")
-	log := s.Log.With("plugin", req.Plugin, "command", cmd, "container", container, "ifname", envValue(req.Env, "CNI_IFNAME"))
+	cmd := forward.Getenv(req.Env, "CNI_COMMAND")
+	log := s.Log.With("plugin", req.Plugin, "command", cmd, "container", forward.Getenv(req.Env, "CNI_CONTAINERID"), "ifname", forward.Getenv(req.Env, "CNI_IFNAME"))
 	if req.Version != wire.PluginVersion {
 		why := fmt.Sprintf("the daemon speaks plugin protocol v%d, the plugin sent v%d (install rdmanet's plugins and daemon of one release)", wire.PluginVersion, req.Version)
 		log.Warn("plugin call declined", "reason", why)
 		s.observe(req.Plugin, cmd, "declined", "ok", received)
-		return wire.PluginResponse{Declined: why}, cmd, container
+		return wire.PluginResponse{Declined: why}
 	}
-	_ = c.SetReadDeadline(time.Time{})
 	timeout := s.or(s.DefaultTimeout, DefaultTimeout)
 	if req.TimeoutMs > 0 {
 		timeout = time.Duration(req.TimeoutMs) * time.Millisecond
@@ -140,16 +131,16 @@ func (s *Server) handle(c net.Conn, req *wire.PluginRequest, received time.Time)
 	case declined != "":
 		log.Info("plugin call declined: the plugin runs it itself", "reason", declined)
 		s.observe(req.Plugin, cmd, "declined", "ok", received)
-		return wire.PluginResponse{Declined: declined}, cmd, container
+		return wire.PluginResponse{Declined: declined}
 	case err != nil:
 		te := asCNIError(err)
 		log.Warn("plugin call served by the daemon: failed", "path", "daemon", "took", time.Since(received), "code", te.Code, "err", te.Msg)
 		s.observe(req.Plugin, cmd, "daemon", "error", received)
-		return wire.PluginResponse{Error: te}, cmd, container
+		return wire.PluginResponse{Error: te}
 	}
 	log.Info("plugin call served by the daemon", "path", "daemon", "took", time.Since(received))
 	s.observe(req.Plugin, cmd, "daemon", "ok", received)
-	return wire.PluginResponse{Stdout: out}, cmd, container
+	return wire.PluginResponse{Stdout: out}
 }
 
 // safeServe is Runner.Serve with a panic turned into this call's error.
@@ -175,15 +166,4 @@ func asCNIError(err error) *types.Error {
 		return te
 	}
 	return types.NewError(types.ErrInternal, err.Error(), "")
-}
-
-// envValue is the value of key in environ (the last one wins, as in exec).
-func envValue(environ []string, key string) string {
-	v := ""
-	for _, kv := range environ {
-		if k, val, ok := strings.Cut(kv, "="); ok && k == key {
-			v = val
-		}
-	}
-	return v
 }

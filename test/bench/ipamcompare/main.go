@@ -23,7 +23,6 @@ import (
 	"flag"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
 	"slices"
@@ -38,6 +37,7 @@ import (
 	"github.com/rdmanet/rdmanet/internal/ipam"
 	"github.com/rdmanet/rdmanet/test/apiserver"
 	"github.com/rdmanet/rdmanet/test/ipamload"
+	"github.com/rdmanet/rdmanet/test/plugindaemon"
 )
 
 func main() {
@@ -181,11 +181,11 @@ func runRow(ctx context.Context, o opts, srv *apiserver.Server, name, tmp, kubec
 			sock := "off"
 			if name == "rdmanet-daemon" {
 				sock = filepath.Join(tmp, name, node, "plugins.sock")
-				stop, err := startDaemon(filepath.Join(o.bin, "rdmanet-daemon"), sock, filepath.Join(tmp, name, node+".log"))
+				d, err := plugindaemon.Start(o.bin, sock, filepath.Join(tmp, name, node+".log"), nil)
 				if err != nil {
 					return r, err
 				}
-				defer stop()
+				defer d.Stop(os.Interrupt)
 			}
 			l.Nodes = append(l.Nodes, ipamload.Node{Name: node, Env: []string{"NODENAME=" + node, "RDMANET_PLUGIN_SOCKET=" + sock,
 				"RDMANET_IPAM_STORE_PATH=" + filepath.Join(tmp, name, node, "ipam")}})
@@ -305,39 +305,6 @@ func unstructuredMap(obj map[string]any, path ...string) (map[string]any, bool) 
 		cur = next
 	}
 	return cur, true
-}
-
-// startDaemon runs rdmanet-daemon serving only the plugin socket and
-// returns once it listens.
-func startDaemon(bin, socket, logPath string) (func(), error) {
-	if err := os.MkdirAll(filepath.Dir(logPath), 0o755); err != nil {
-		return nil, err
-	}
-	logf, err := os.Create(logPath)
-	if err != nil {
-		return nil, err
-	}
-	cmd := exec.Command(bin, "--meta=false", "--plugin-socket", socket, "--log-level", "info")
-	cmd.Stdout, cmd.Stderr = logf, logf
-	if err := cmd.Start(); err != nil {
-		logf.Close()
-		return nil, err
-	}
-	stop := func() {
-		_ = cmd.Process.Signal(os.Interrupt)
-		_ = cmd.Wait()
-		logf.Close()
-	}
-	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(10 * time.Millisecond) {
-		if _, err := os.Stat(socket); err == nil {
-			return stop, nil
-		}
-		if time.Now().After(deadline) {
-			stop()
-			b, _ := os.ReadFile(logPath)
-			return nil, fmt.Errorf("rdmanet-daemon did not listen on %s: %s", socket, b)
-		}
-	}
 }
 
 func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }

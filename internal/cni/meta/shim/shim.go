@@ -10,7 +10,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"net"
 	"os"
 	"path/filepath"
 	"time"
@@ -104,32 +103,16 @@ func viaDaemon(cmd string, a *skel.CmdArgs, conf wire.Conf) (json.RawMessage, er
 	if cmd == "ADD" {
 		wait += budget("DEL", conf) // a timed-out ADD rolls back before it answers
 	}
-	body, err := json.Marshal(wire.Request{Version: wire.Version, Command: cmd, ContainerID: a.ContainerID, Netns: a.Netns, IfName: a.IfName, Args: a.Args, Path: a.Path,
-		Config: a.StdinData, TimeoutMs: limit.Milliseconds()})
-	if err != nil {
-		return nil, err
-	}
-	c, err := net.DialTimeout("unix", socket, DialTimeout)
-	if err != nil {
+	var r wire.Response
+	err := wire.Exchange(socket, DialTimeout, wait, wire.Request{Version: wire.Version, Command: cmd, ContainerID: a.ContainerID, Netns: a.Netns,
+		IfName: a.IfName, Args: a.Args, Path: a.Path, Config: a.StdinData, TimeoutMs: limit.Milliseconds()}, &r)
+	switch {
+	case errors.Is(err, wire.ErrNotSent):
 		// nothing was sent: running the call per process cannot run it twice
 		return nil, fmt.Errorf("%w: %v", errNoDaemon, err)
-	}
-	conn := c.(*net.UnixConn)
-	defer conn.Close()
-	if err := conn.SetDeadline(time.Now().Add(wait)); err != nil {
-		return nil, fmt.Errorf("%w: %v", errNoDaemon, err)
-	}
-	if _, err := conn.Write(body); err != nil {
-		return nil, tryAgain(socket, cmd, a, fmt.Errorf("send: %w", err))
-	}
-	if err := conn.CloseWrite(); err != nil {
-		return nil, tryAgain(socket, cmd, a, fmt.Errorf("send: %w", err))
-	}
-	var r wire.Response
-	if err := wire.Read(conn, &r); err != nil {
+	case err != nil:
 		return nil, tryAgain(socket, cmd, a, err)
-	}
-	if r.Error != nil {
+	case r.Error != nil:
 		return nil, r.Error
 	}
 	return r.Result, nil
