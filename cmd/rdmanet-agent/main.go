@@ -15,9 +15,12 @@ import (
 	"time"
 
 	"github.com/rdmanet/rdmanet/internal/agent"
+	"github.com/rdmanet/rdmanet/internal/agent/agentmetrics"
 	"github.com/rdmanet/rdmanet/internal/devinfo"
+	"github.com/rdmanet/rdmanet/internal/dra"
 	"github.com/rdmanet/rdmanet/internal/inventory"
 	"github.com/rdmanet/rdmanet/internal/netops"
+	"github.com/rdmanet/rdmanet/internal/telemetry"
 	"github.com/rdmanet/rdmanet/internal/version"
 )
 
@@ -55,7 +58,12 @@ func run() int {
 	once := fs.Bool("once", false, "discover, build the pools, print them and exit without serving")
 	output := fs.String("o", "text", "output of --once: text or json")
 	logLevel := fs.String("log-level", "info", "debug, info, warn or error")
-	logFormat := fs.String("log-format", "text", "text or json (logs go to stderr)")
+	logFormat := fs.String("log-format", telemetry.LogText, "text or json (logs go to stderr)")
+	metricsAddr := fs.String("metrics-addr", "", "serve Prometheus /metrics (docs/metrics.md), /healthz (the rescan loop goes round) and /readyz (inventory scanned, every advertised pool registered with kubelet) over HTTP on this host:port, e.g. 127.0.0.1:9465. Empty (the default): off, since the agent runs in the host network namespace and which address and port to open on a node is the operator's choice (deploy/ opens 9465 on the node's IP)")
+	nodeName := fs.String("node-name", os.Getenv("NODE_NAME"), "this node's name, the \"node\" label of every metric, the Node the agent annotates and whose DRA devices it serves (default $NODE_NAME)")
+	podResources := fs.String("pod-resources-socket", "", "kubelet's PodResources socket (e.g. "+dra.DefaultPodResourcesSocket+"): with --metrics-addr, a scrape lists kubelet's allocations for rdmanet_agent_pool_devices_allocated (empty: that metric is off); with --dra, the kubelet plugin asks it which devices pods hold through the device plugin (empty: "+dra.DefaultPodResourcesSocket+")")
+	var api apiFlags
+	api.register(fs)
 	fs.Usage = func() {
 		fmt.Fprintf(fs.Output(), `rdmanet-agent discovers the node's RDMA NICs and serves them to kubelet as
 extended resources: exclusive pools of SR-IOV VFs and shared pools of HCA slots.
@@ -85,17 +93,12 @@ Flags:
 		fmt.Fprintf(os.Stderr, "rdmanet-agent: --rdma-netns-mode=%q: must be exclusive or shared\n", o.NetnsModeFlag)
 		return 2
 	}
-	var level slog.Level
-	if err := level.UnmarshalText([]byte(*logLevel)); err != nil {
-		fmt.Fprintf(os.Stderr, "rdmanet-agent: --log-level=%q: must be debug, info, warn or error\n", *logLevel)
+	log, err := telemetry.NewLogger(os.Stderr, *logFormat, *logLevel)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "rdmanet-agent: %v\n", err)
 		return 2
 	}
-	hopts := &slog.HandlerOptions{Level: level}
-	var h slog.Handler = slog.NewTextHandler(os.Stderr, hopts)
-	if *logFormat == "json" {
-		h = slog.NewJSONHandler(os.Stderr, hopts)
-	}
-	o.Logger = slog.New(h)
+	o.Logger = log
 
 	if *once {
 		specs, err := agent.LoadConfig(o.ConfigPaths)
@@ -120,17 +123,74 @@ Flags:
 		}
 		return 0
 	}
+	var m *agentmetrics.Metrics
+	if *metricsAddr != "" {
+		m = agentmetrics.New(*nodeName)
+		o.Observer = m
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+	ctx, fatal := context.WithCancelCause(ctx)
+	defer fatal(nil)
+	apiSvc, err := newAPIServices(api, *nodeName, o.SysfsRoot, o.DevInfoDir, *podResources, fatal, log)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "rdmanet-agent: API access (--dra, --kubeconfig): %v\n", err)
+		return 2
+	}
+	if apiSvc != nil {
+		apiSvc.wire(&o)
+	}
 	a, err := agent.New(o)
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "rdmanet-agent: %v\n", err)
 		return 1
 	}
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
-	defer stop()
+	if m != nil {
+		stopMetrics, err := serveMetrics(log, *metricsAddr, m, a, *podResources)
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "rdmanet-agent: --metrics-addr: %v\n", err)
+			return 2
+		}
+		defer stopMetrics()
+	}
+	if apiSvc != nil {
+		stopAPI, err := apiSvc.start(ctx)
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "rdmanet-agent: --dra: %v\n", err)
+			return 1
+		}
+		defer stopAPI()
+	}
 	o.Logger.Info("rdmanet-agent starting", "sysfs", o.SysfsRoot, "configs", o.ConfigPaths, "plugin_dir", o.PluginDir)
 	if err := a.Run(ctx); err != nil {
 		o.Logger.Error("agent stopped", "err", err)
 		return 1
 	}
+	if err := context.Cause(ctx); err != nil && !errors.Is(err, context.Canceled) {
+		o.Logger.Error("agent stopped", "err", err)
+		return 1
+	}
 	return 0
+}
+
+// livenessLimit is how long the agent's loop may go without a round before
+// /healthz fails: a round can wait for a hung kubelet's registration (5 s
+// per pool) and a rescan.
+const livenessLimit = 2 * time.Minute
+
+// serveMetrics serves /metrics, /healthz and /readyz for a.
+func serveMetrics(log *slog.Logger, addr string, m *agentmetrics.Metrics, a *agent.Agent, podResources string) (func(), error) {
+	live := telemetry.Checks{{Name: "loop", Fn: func() error { return a.Alive(livenessLimit) }}}
+	ready := telemetry.Checks{{Name: "inventory", Fn: a.Scanned}, {Name: "kubelet-registration", Fn: a.Registered}}
+	var alloc agentmetrics.AllocationLister
+	pr := &agentmetrics.PodResources{Socket: podResources}
+	if podResources != "" {
+		alloc = pr
+	}
+	m.Watch(a, alloc, func() bool { return len(ready.Failures()) == 0 })
+	srv, err := telemetry.Serve(log, addr, telemetry.Mux(m.Handler(), live, ready))
+	if err != nil {
+		return nil, err
+	}
+	return func() { _ = srv.Close(); _ = pr.Close() }, nil
 }

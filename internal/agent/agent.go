@@ -13,6 +13,7 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -22,6 +23,7 @@ import (
 	"github.com/rdmanet/rdmanet/internal/deviceplugin"
 	"github.com/rdmanet/rdmanet/internal/deviceplugin/config"
 	"github.com/rdmanet/rdmanet/internal/inventory"
+	"github.com/rdmanet/rdmanet/internal/telemetry"
 )
 
 // HostProbe reads what only the kernel knows (through netlink): which links
@@ -48,6 +50,27 @@ type Options struct {
 	// are caught by the health refresh and trigger a rediscovery at once.
 	FullRescan time.Duration
 	Logger     *slog.Logger
+	// Observer, when set, learns of registrations and kubelet restarts
+	// (the agent's metrics).
+	Observer Observer
+	// Snapshots, when set, is called after every discovery and after
+	// every health refresh that changed a device's health (the DRA
+	// publisher, --dra). It runs under the agent's lock: it must not block,
+	// and must not keep snap, whose pools change in place.
+	Snapshots func(snap *Snapshot)
+	// Guard, when set, is handed to every pool server: devices another
+	// allocator (the DRA kubelet plugin, --dra) holds are listed Unhealthy
+	// and refused by Allocate (deviceplugin.Guard).
+	Guard deviceplugin.Guard
+}
+
+// Observer learns what the agent does with kubelet; it must not block.
+type Observer interface {
+	// Registered is one registration of a pool with kubelet (err nil: accepted).
+	Registered(resource string, err error)
+	// KubeletRestarted: kubelet's registration socket was recreated, and
+	// every pool registers again.
+	KubeletRestarted()
 }
 
 func (o *Options) defaults() {
@@ -126,10 +149,12 @@ type Agent struct {
 	servers     map[string]*deviceplugin.Server
 	registered  map[string]bool
 	kubeletIno  uint64
+	kubeletSeen bool // a kubelet socket was there before: a new one is a restart
 	last        *Snapshot
 	configError error
 	reconciles  int
 	lastFull    time.Time
+	beat        telemetry.Heartbeat // the Run loop went round
 }
 
 // New validates the configuration once (a bad file at start is fatal).
@@ -175,10 +200,12 @@ func (a *Agent) Run(ctx context.Context) error {
 		}
 	}
 	defer a.stopAll()
+	a.beat.Beat()
 	a.reconcile(ctx, true)
 	tick := time.NewTicker(a.o.Resync)
 	defer tick.Stop()
 	for {
+		a.beat.Beat()
 		select {
 		case <-ctx.Done():
 			return nil
@@ -241,6 +268,9 @@ func (a *Agent) reconcileLocked(reloadConfig bool) []*deviceplugin.Server {
 	}
 	a.logChanges(snap)
 	a.last = snap
+	if a.o.Snapshots != nil {
+		a.o.Snapshots(snap)
+	}
 	return a.serve(snap)
 }
 
@@ -254,8 +284,12 @@ func (a *Agent) refresh(ctx context.Context) {
 		a.reconcile(ctx, false)
 		return
 	}
-	for _, c := range deviceplugin.Rehealth(a.last.Node, a.last.Pools) {
+	changes := deviceplugin.Rehealth(a.last.Node, a.last.Pools)
+	for _, c := range changes {
 		a.log.Info("device health changed", "resource", c.Resource, "device", c.Device, "health", c.Health, "reason", c.Reason)
+	}
+	if len(changes) > 0 && a.o.Snapshots != nil {
+		a.o.Snapshots(a.last)
 	}
 	pending := a.serve(a.last)
 	a.mu.Unlock()
@@ -285,7 +319,7 @@ func (a *Agent) serve(snap *Snapshot) []*deviceplugin.Server {
 		p := want[res]
 		srv := a.servers[res]
 		if srv == nil {
-			srv = deviceplugin.NewServer(p, deviceplugin.ServerOptions{PluginDir: a.o.PluginDir, DevInfoDir: a.o.DevInfoDir, RDMACM: snap.Node.RDMACM, Logger: a.log})
+			srv = deviceplugin.NewServer(p, deviceplugin.ServerOptions{PluginDir: a.o.PluginDir, DevInfoDir: a.o.DevInfoDir, RDMACM: snap.Node.RDMACM, Logger: a.log, Guard: a.o.Guard})
 			if err := srv.Start(); err != nil {
 				a.log.Error("cannot serve pool", "resource", res, "err", err)
 				continue
@@ -300,7 +334,7 @@ func (a *Agent) serve(snap *Snapshot) []*deviceplugin.Server {
 		if _, err := os.Stat(srv.Socket()); err != nil {
 			a.log.Warn("our socket disappeared (kubelet restarted?); serving again", "socket", srv.Socket())
 			srv.Stop()
-			srv = deviceplugin.NewServer(p, deviceplugin.ServerOptions{PluginDir: a.o.PluginDir, DevInfoDir: a.o.DevInfoDir, RDMACM: snap.Node.RDMACM, Logger: a.log})
+			srv = deviceplugin.NewServer(p, deviceplugin.ServerOptions{PluginDir: a.o.PluginDir, DevInfoDir: a.o.DevInfoDir, RDMACM: snap.Node.RDMACM, Logger: a.log, Guard: a.o.Guard})
 			if err := srv.Start(); err != nil {
 				a.log.Error("cannot serve pool", "resource", res, "err", err)
 				continue
@@ -325,7 +359,11 @@ func (a *Agent) serve(snap *Snapshot) []*deviceplugin.Server {
 func (a *Agent) register(ctx context.Context, servers []*deviceplugin.Server) {
 	for _, srv := range servers {
 		res := srv.Resource()
-		if err := srv.Register(ctx, a.o.KubeletSocket); err != nil {
+		err := srv.Register(ctx, a.o.KubeletSocket)
+		if a.o.Observer != nil {
+			a.o.Observer.Registered(res, err)
+		}
+		if err != nil {
 			a.log.Warn("registration failed; retrying on the next rescan", "resource", res, "err", err)
 			continue
 		}
@@ -347,10 +385,14 @@ func (a *Agent) kubeletRestarted() bool {
 		}
 	}
 	changed := ino != a.kubeletIno
-	if changed && ino != 0 && a.kubeletIno != 0 {
+	if changed && ino != 0 && a.kubeletSeen {
 		a.log.Info("kubelet socket recreated (kubelet restarted); re-registering every pool")
+		if a.o.Observer != nil {
+			a.o.Observer.KubeletRestarted()
+		}
 	}
 	a.kubeletIno = ino
+	a.kubeletSeen = a.kubeletSeen || ino != 0
 	return changed
 }
 
@@ -420,5 +462,81 @@ func sortedKeys(m map[string]*deviceplugin.Pool) []string {
 		out = append(out, k)
 	}
 	sort.Strings(out)
+	return out
+}
+
+// Alive is the agent's liveness (/healthz): nil while the Run loop goes
+// round (every Resync, or after a rescan and registrations) within maxAge.
+func (a *Agent) Alive(maxAge time.Duration) error {
+	return a.beat.Fresh(maxAge)
+}
+
+// Scanned is part of the agent's readiness (/readyz): nil once the node's
+// inventory has been discovered and the pools built.
+func (a *Agent) Scanned() error {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.last == nil {
+		return errors.New("the node's RDMA inventory has not been scanned yet (or discovery failed: see the log)")
+	}
+	return nil
+}
+
+// Registered is the rest of the agent's readiness: nil when every
+// advertised pool is served and registered with kubelet, else which pools
+// are not and why. A node without advertised pools (no RDMA hardware the
+// config selects) is ready: nothing waits for it.
+func (a *Agent) Registered() error {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.last == nil {
+		return errors.New("no pools built yet")
+	}
+	var missing []string
+	for _, p := range a.last.Pools {
+		switch {
+		case !p.Advertised:
+		case a.servers[p.Resource] == nil:
+			missing = append(missing, fmt.Sprintf("pool %s is not served (its socket in %s could not be created; see the log)", p.Resource, a.o.PluginDir))
+		case !a.registered[p.Resource] && a.kubeletIno == 0:
+			missing = append(missing, fmt.Sprintf("pool %s is not registered: no kubelet registration socket at %s", p.Resource, a.o.KubeletSocket))
+		case !a.registered[p.Resource]:
+			missing = append(missing, fmt.Sprintf("pool %s is not registered with kubelet at %s yet", p.Resource, a.o.KubeletSocket))
+		}
+	}
+	if len(missing) > 0 {
+		return errors.New(strings.Join(missing, "; "))
+	}
+	return nil
+}
+
+// PoolStat is one pool as the agent serves it now, for metrics.
+type PoolStat struct {
+	Resource, Kind string
+	// Advertised: offered to kubelet (false when the pool cannot work);
+	// Registered: kubelet accepted its current server.
+	Advertised, Registered bool
+	// Devices are the pool's schedulable units (VFs or shared slots),
+	// Healthy those reported Healthy to kubelet.
+	Devices, Healthy int
+}
+
+// PoolStats returns every configured pool of the last scan, in config order.
+func (a *Agent) PoolStats() []PoolStat {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.last == nil {
+		return nil
+	}
+	out := make([]PoolStat, 0, len(a.last.Pools))
+	for _, p := range a.last.Pools {
+		st := PoolStat{Resource: p.Resource, Kind: p.Kind, Advertised: p.Advertised, Registered: a.registered[p.Resource] && a.servers[p.Resource] != nil, Devices: len(p.Devices)}
+		for _, d := range p.Devices {
+			if d.Health == deviceplugin.Healthy {
+				st.Healthy++
+			}
+		}
+		out = append(out, st)
+	}
 	return out
 }

@@ -13,6 +13,7 @@ import (
 	"sync"
 	"time"
 
+	"golang.org/x/net/netutil"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
@@ -29,7 +30,37 @@ type ServerOptions struct {
 	DevInfoDir string // NPWG device-info dir, e.g. /var/run/k8s.cni.cncf.io/devinfo/dp
 	RDMACM     bool   // whether /dev/infiniband/rdma_cm exists on the node
 	Logger     *slog.Logger
+	// MaxConns bounds the connections served at once (0: DefaultMaxConns);
+	// more wait in the socket's backlog until one closes.
+	MaxConns int
+	// Guard, when set, names devices another allocator (DRA) holds: they
+	// are listed Unhealthy to kubelet and Allocate refuses them; what
+	// Allocate hands out is reported to it.
+	Guard Guard
 }
+
+// Limits of a pool's gRPC server. Its socket is root-only (0600), so only
+// kubelet (root) talks to it; the limits bound what a confused or broken
+// client can make the agent hold.
+const (
+	// MaxRecvMessage bounds a request: kubelet's largest is a
+	// GetPreferredAllocation listing every available device, about 45
+	// bytes per device, so about 450 KiB for the largest pool config
+	// allows (10000 shared slots). Half gRPC's default of 4 MiB.
+	MaxRecvMessage = 2 << 20
+	// MaxSendMessage bounds an answer (a ListAndWatch of the whole pool);
+	// kubelet's client receives at most 4 MiB by default.
+	MaxSendMessage = 4 << 20
+	// MaxStreams bounds the concurrent streams of one connection (kubelet
+	// holds one ListAndWatch and makes unary calls).
+	MaxStreams = 64
+	// DefaultMaxConns bounds the connections at once (kubelet keeps one;
+	// a restarted kubelet opens a new one while the old one closes).
+	DefaultMaxConns = 16
+	// HandshakeTimeout bounds a new connection's setup, so a client that
+	// connects and sends nothing holds a connection slot only that long.
+	HandshakeTimeout = 10 * time.Second
+)
 
 // Server serves one pool over the Device Plugin API on its own socket.
 type Server struct {
@@ -66,7 +97,7 @@ func NewServer(pool *Pool, o ServerOptions) *Server {
 		opts:     o,
 		log:      log.With("resource", pool.Resource),
 		pool:     pool,
-		devs:     apiDevices(pool),
+		devs:     apiDevices(pool, o.Guard),
 		changed:  make(chan struct{}),
 	}
 }
@@ -79,7 +110,8 @@ func (s *Server) Resource() string { return s.resource }
 
 // Start listens on the socket (replacing a stale one) and serves in the background.
 func (s *Server) Start() error {
-	if err := os.MkdirAll(s.opts.PluginDir, 0o755); err != nil {
+	// kubelet's dir: created root-only when missing, else left as it is
+	if err := os.MkdirAll(s.opts.PluginDir, 0o700); err != nil {
 		return fmt.Errorf("device plugin dir %s: %w", s.opts.PluginDir, err)
 	}
 	if err := os.Remove(s.socket); err != nil && !errors.Is(err, os.ErrNotExist) {
@@ -89,7 +121,17 @@ func (s *Server) Start() error {
 	if err != nil {
 		return fmt.Errorf("listen on %s: %w", s.socket, err)
 	}
-	g := grpc.NewServer()
+	if err := os.Chmod(s.socket, 0o600); err != nil {
+		lis.Close()
+		return fmt.Errorf("chmod %s: %w", s.socket, err)
+	}
+	maxConns := s.opts.MaxConns
+	if maxConns <= 0 {
+		maxConns = DefaultMaxConns
+	}
+	lis = netutil.LimitListener(lis, maxConns)
+	g := grpc.NewServer(grpc.MaxRecvMsgSize(MaxRecvMessage), grpc.MaxSendMsgSize(MaxSendMessage),
+		grpc.MaxConcurrentStreams(MaxStreams), grpc.ConnectionTimeout(HandshakeTimeout))
 	pluginapi.RegisterDevicePluginServer(g, s)
 	s.mu.Lock()
 	s.grpc, s.stopped = g, false
@@ -149,7 +191,7 @@ func (s *Server) Update(pool *Pool) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.pool = pool
-	devs := apiDevices(pool)
+	devs := apiDevices(pool, s.opts.Guard)
 	// Compare plain values: the sent messages carry protobuf-internal state
 	// (size caches) that marshalling changes, so DeepEqual on them would
 	// report a change on every call.
@@ -191,13 +233,18 @@ func numaIDs(d *pluginapi.Device) []int64 {
 	return out
 }
 
-func apiDevices(p *Pool) []*pluginapi.Device {
+// apiDevices is what ListAndWatch sends: a device another allocator holds
+// (guard) is Unhealthy, so kubelet allocates it to no new pod.
+func apiDevices(p *Pool, guard Guard) []*pluginapi.Device {
 	if p == nil {
 		return nil
 	}
 	out := make([]*pluginapi.Device, 0, len(p.Devices))
-	for _, d := range p.Devices {
+	for i, d := range p.Devices {
 		ad := &pluginapi.Device{ID: d.ID, Health: d.Health}
+		if _, who := guardHolder(guard, p, &p.Devices[i]); who != "" {
+			ad.Health = Unhealthy
+		}
 		switch {
 		case len(d.NUMAs) > 0:
 			// a shared slot grants every HCA: it spans their NUMA nodes
@@ -275,6 +322,9 @@ func (s *Server) Allocate(_ context.Context, req *pluginapi.AllocateRequest) (*p
 			if d == nil {
 				return nil, status.Errorf(codes.InvalidArgument, "Allocate %s: device %q is not in the pool (it may have vanished since kubelet last listed it; kubelet will retry after the next ListAndWatch update)", s.resource, id)
 			}
+			if pci, who := guardHolder(s.opts.Guard, pool, d); who != "" {
+				return nil, status.Error(codes.FailedPrecondition, heldError(s.resource, id, pci, who).Error())
+			}
 			if pool.Spec.Kind == config.Shared {
 				for _, h := range pool.HCAs {
 					for _, c := range h.CharDevs {
@@ -299,6 +349,9 @@ func (s *Server) Allocate(_ context.Context, req *pluginapi.AllocateRequest) (*p
 		if len(pcis) > 0 {
 			car.Envs[EnvName(s.resource)] = strings.Join(pcis, ",")
 		}
+		if s.opts.Guard != nil {
+			s.opts.Guard.Allocated(s.resource, allocatedPCIs(pool, pcis, len(cr.DevicesIds) > 0))
+		}
 		s.log.Info("allocated", "devices", cr.DevicesIds, "device_nodes", len(car.Devices))
 		resp.ContainerResponses = append(resp.ContainerResponses, car)
 	}
@@ -308,4 +361,20 @@ func (s *Server) Allocate(_ context.Context, req *pluginapi.AllocateRequest) (*p
 // PreStartContainer is not required (PreStartRequired is false).
 func (s *Server) PreStartContainer(context.Context, *pluginapi.PreStartContainerRequest) (*pluginapi.PreStartContainerResponse, error) {
 	return &pluginapi.PreStartContainerResponse{}, nil
+}
+
+// allocatedPCIs are the PCI functions an Allocate of pool handed out: the
+// VFs (pcis) of an exclusive pool, every HCA of a shared one.
+func allocatedPCIs(pool *Pool, pcis []string, any bool) []string {
+	if pool.Spec.Kind != config.Shared {
+		return pcis
+	}
+	if !any {
+		return nil
+	}
+	out := make([]string, 0, len(pool.HCAs))
+	for _, h := range pool.HCAs {
+		out = append(out, h.PCI)
+	}
+	return out
 }

@@ -8,6 +8,8 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
+	"time"
 )
 
 // WriteFileAtomic replaces path with data so that readers, and a crash or
@@ -22,7 +24,9 @@ import (
 //  4. fsync the directory, so the rename itself is on disk.
 //
 // On any failure before the rename, path is untouched and the temporary
-// file is removed. A failure of the directory fsync is returned too: the new
+// file is removed; one left by a writer that died (SIGKILL, or a file
+// system gone read-only before the removal) is removed by the next
+// successful write of path once it is StaleTempAge old. A failure of the directory fsync is returned too: the new
 // content is in place, but its durability is not known.
 func WriteFileAtomic(path string, data []byte, perm os.FileMode) error {
 	return writeFileAtomic(path, data, perm, syncFile)
@@ -67,6 +71,7 @@ func writeFileAtomic(path string, data []byte, perm os.FileMode, sync func(*os.F
 		return fmt.Errorf("write %s: %w", path, err)
 	}
 	renamed = true
+	removeStaleTemps(path, time.Now().Add(-StaleTempAge))
 	d, err := os.Open(dir)
 	if err != nil {
 		return fmt.Errorf("write %s: open directory for fsync: %w", path, err)
@@ -74,6 +79,57 @@ func writeFileAtomic(path string, data []byte, perm os.FileMode, sync func(*os.F
 	defer d.Close()
 	if err := sync(d); err != nil {
 		return fmt.Errorf("write %s: fsync directory %s: %w", path, dir, err)
+	}
+	return nil
+}
+
+// StaleTempAge is how old another writer's temporary file of the same path
+// must be before a successful write removes it as left by a crash (no
+// write takes that long; a younger one may be a concurrent writer's).
+const StaleTempAge = time.Minute
+
+// TempFiles lists the temporary files WriteFileAtomic makes for path
+// (".<name>.tmp*" beside it) that exist now: a live writer's, or ones a
+// writer that died left.
+func TempFiles(path string) []string {
+	r := strings.NewReplacer(`\`, `\\`, "*", `\*`, "?", `\?`, "[", `\[`)
+	dir, base := filepath.Split(path)
+	matches, _ := filepath.Glob(filepath.Join(dir, "."+r.Replace(base)+".tmp*"))
+	return matches
+}
+
+// removeStaleTemps removes path's temporary files modified before cutoff.
+// Best effort: a failure leaves them for the next write.
+func removeStaleTemps(path string, cutoff time.Time) {
+	for _, m := range TempFiles(path) {
+		if st, err := os.Lstat(m); err == nil && st.Mode().IsRegular() && st.ModTime().Before(cutoff) {
+			_ = os.Remove(m)
+		}
+	}
+}
+
+// PrivateDir makes dir a directory only its owner (root) can enter: it is
+// created 0700 with its missing parents when absent, and an existing one
+// with any group or other permission is tightened to 0700. It is for the
+// directories rdmanet owns alone (state caches, pending-DEL records, IPAM
+// state, its sockets); a directory shared with other components (kubelet's
+// device-plugins dir, the NPWG device-info dir) is only created, never
+// changed (use os.MkdirAll with 0700 there).
+func PrivateDir(dir string) error {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return fmt.Errorf("private directory %s: %w", dir, err)
+	}
+	fi, err := os.Stat(dir)
+	if err != nil {
+		return fmt.Errorf("private directory %s: %w", dir, err)
+	}
+	if !fi.IsDir() {
+		return fmt.Errorf("private directory %s: not a directory (%s); fix: remove it or point the setting at a directory", dir, fi.Mode().Type())
+	}
+	if fi.Mode().Perm()&0o077 != 0 {
+		if err := os.Chmod(dir, fi.Mode().Perm()&0o700); err != nil {
+			return fmt.Errorf("private directory %s: tighten mode %04o to 0700: %w", dir, fi.Mode().Perm(), err)
+		}
 	}
 	return nil
 }

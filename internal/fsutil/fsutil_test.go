@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 )
 
 // syncCall is what a recording fsync saw when it was called.
@@ -161,5 +162,98 @@ func TestWriteFileAtomicFailures(t *testing.T) {
 			}
 			check(t)
 		})
+	}
+}
+
+func TestPrivateDir(t *testing.T) {
+	tests := []struct {
+		name    string
+		setup   func(t *testing.T, p string)
+		want    os.FileMode
+		wantErr string
+	}{
+		{name: "missing, with missing parents", setup: func(*testing.T, string) {}, want: 0o700},
+		{name: "existing 0755 is tightened", setup: func(t *testing.T, p string) { mkdir(t, p, 0o755) }, want: 0o700},
+		{name: "existing 0777 is tightened", setup: func(t *testing.T, p string) { mkdir(t, p, 0o777) }, want: 0o700},
+		{name: "existing 0700 unchanged", setup: func(t *testing.T, p string) { mkdir(t, p, 0o700) }, want: 0o700},
+		{name: "existing 0500 stays (owner bits are kept)", setup: func(t *testing.T, p string) { mkdir(t, p, 0o500) }, want: 0o500},
+		{name: "a file is refused", setup: func(t *testing.T, p string) {
+			mkdir(t, filepath.Dir(p), 0o700)
+			if err := os.WriteFile(p, nil, 0o600); err != nil {
+				t.Fatal(err)
+			}
+		}, wantErr: "not a directory"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			p := filepath.Join(t.TempDir(), "a", "b")
+			tc.setup(t, p)
+			err := PrivateDir(p)
+			if tc.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.wantErr) || !strings.Contains(err.Error(), p) {
+					t.Fatalf("error %v, want one naming %s and %q", err, p, tc.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			fi, err := os.Stat(p)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if fi.Mode().Perm() != tc.want {
+				t.Errorf("mode %04o, want %04o", fi.Mode().Perm(), tc.want)
+			}
+		})
+	}
+}
+
+func mkdir(t *testing.T, p string, mode os.FileMode) {
+	t.Helper()
+	if err := os.MkdirAll(p, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(p, mode); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestWriteFileAtomicRemovesStaleTemps (found by the soak: a daemon
+// SIGKILLed mid-write, or a state dir gone read-only, left a temporary file
+// behind for good): a successful write removes its path's temporary files
+// older than StaleTempAge, and leaves younger ones (a concurrent writer's)
+// and other files' alone.
+func TestWriteFileAtomicRemovesStaleTemps(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "a[1].json")
+	old := time.Now().Add(-2 * StaleTempAge)
+	files := []struct {
+		name     string
+		age      time.Time
+		wantGone bool
+	}{
+		{name: ".a[1].json.tmp123", age: old, wantGone: true},
+		{name: ".a[1].json.tmp456", age: time.Now()},
+		{name: ".b.json.tmp789", age: old},
+		{name: "a[1].json.tmp000", age: old},
+	}
+	for _, f := range files {
+		p := filepath.Join(dir, f.name)
+		if err := os.WriteFile(p, []byte("x"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Chtimes(p, f.age, f.age); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := WriteFileAtomic(path, []byte("new"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range files {
+		_, err := os.Stat(filepath.Join(dir, f.name))
+		if gone := os.IsNotExist(err); gone != f.wantGone {
+			t.Errorf("%s: gone %v, want %v", f.name, gone, f.wantGone)
+		}
 	}
 }

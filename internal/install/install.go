@@ -532,9 +532,7 @@ func (o *Options) sweepTemps(plan []planned, old *Manifest) {
 			continue
 		}
 		seen[dest] = true
-		dir, base := filepath.Split(dest)
-		matches, _ := filepath.Glob(filepath.Join(dir, "."+globEscape(base)+".tmp*"))
-		matches = append(matches, dest+legacyTmpTail)
+		matches := append(fsutil.TempFiles(dest), dest+legacyTmpTail)
 		for _, m := range matches {
 			if st, err := os.Lstat(m); err == nil && st.Mode().IsRegular() {
 				if err := os.Remove(m); err == nil {
@@ -543,11 +541,6 @@ func (o *Options) sweepTemps(plan []planned, old *Manifest) {
 			}
 		}
 	}
-}
-
-func globEscape(s string) string {
-	r := strings.NewReplacer(`*`, `\*`, `?`, `\?`, `[`, `\[`, `\`, `\\`)
-	return r.Replace(s)
 }
 
 func hashBytes(b []byte) string {

@@ -43,7 +43,7 @@ type FileLock struct {
 
 // Lock takes an exclusive flock on Dir/<key>.lock, waiting until ctx ends.
 func (l *FileLock) Lock(ctx context.Context, key string) (func(), error) {
-	if err := os.MkdirAll(l.Dir, 0o700); err != nil {
+	if err := fsutil.PrivateDir(l.Dir); err != nil {
 		return nil, fmt.Errorf("rdmanet-ipam: create lock dir %s: %w", l.Dir, err)
 	}
 	name := filepath.Join(l.Dir, key+".lock")
@@ -182,7 +182,7 @@ func (s *LocalStore) Get(ctx context.Context, name string) (*v1alpha1.IPAMBlock,
 
 // Create implements Store.
 func (s *LocalStore) Create(ctx context.Context, b *v1alpha1.IPAMBlock) (*v1alpha1.IPAMBlock, error) {
-	if err := os.MkdirAll(s.Dir, 0o700); err != nil {
+	if err := fsutil.PrivateDir(s.Dir); err != nil {
 		return nil, fmt.Errorf("rdmanet-ipam: create local store dir: %w", err)
 	}
 	var out *v1alpha1.IPAMBlock

@@ -12,6 +12,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"time"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
@@ -24,13 +25,15 @@ import (
 // PodResources API: it accepts device plugin registrations, watches each
 // plugin's devices (ListAndWatch), admits pods by asking the plugin for a
 // preferred allocation and allocating it, and tells the meta CNI what each
-// pod holds. It is not kubelet: no scheduling, no checkpoint, no GPUs.
+// pod holds. It is not kubelet: no scheduling, no GPUs; its "checkpoint" is
+// memory, kept across restart().
 type kubelet struct {
 	podresourcesapi.UnimplementedPodResourcesListerServer
 	pluginapi.UnimplementedRegistrationServer
 
 	node      string
 	pluginDir string
+	prSocket  string
 	log       *slog.Logger
 
 	reg, pr *grpc.Server
@@ -38,6 +41,7 @@ type kubelet struct {
 	mu      sync.Mutex
 	changed chan struct{} // closed and replaced when a plugin or its devices change
 	plugins map[string]*pluginConn
+	known   map[string]bool      // every resource a plugin ever registered (kubelet checkpoints them)
 	pods    map[string]*podAlloc // namespace/name
 	closed  bool
 }
@@ -61,33 +65,53 @@ type podAlloc struct {
 // startKubelet serves the registration socket <pluginDir>/kubelet.sock and
 // the PodResources API on podResourcesSocket.
 func startKubelet(node, pluginDir, podResourcesSocket string, log *slog.Logger) (*kubelet, error) {
-	k := &kubelet{node: node, pluginDir: pluginDir, log: log, changed: make(chan struct{}),
-		plugins: map[string]*pluginConn{}, pods: map[string]*podAlloc{}}
+	k := &kubelet{node: node, pluginDir: pluginDir, prSocket: podResourcesSocket, log: log, changed: make(chan struct{}),
+		plugins: map[string]*pluginConn{}, known: map[string]bool{}, pods: map[string]*podAlloc{}}
 	for _, d := range []string{pluginDir, filepath.Dir(podResourcesSocket)} {
 		if err := os.MkdirAll(d, 0o755); err != nil {
 			return nil, fmt.Errorf("kubelet stand-in of %s: %w", node, err)
 		}
 	}
-	regSock := filepath.Join(pluginDir, "kubelet.sock")
+	if err := k.serve(); err != nil {
+		return nil, err
+	}
+	return k, nil
+}
+
+// serve (re)creates the registration and PodResources sockets.
+func (k *kubelet) serve() error {
+	regSock := filepath.Join(k.pluginDir, "kubelet.sock")
 	_ = os.Remove(regSock)
 	lis, err := net.Listen("unix", regSock)
 	if err != nil {
-		return nil, fmt.Errorf("kubelet stand-in of %s: registration socket: %w", node, err)
+		return fmt.Errorf("kubelet stand-in of %s: registration socket: %w", k.node, err)
 	}
-	k.reg = grpc.NewServer()
-	pluginapi.RegisterRegistrationServer(k.reg, k)
-	go func() { _ = k.reg.Serve(lis) }()
+	reg := grpc.NewServer()
+	pluginapi.RegisterRegistrationServer(reg, k)
+	go func() { _ = reg.Serve(lis) }()
 
-	_ = os.Remove(podResourcesSocket)
-	plis, err := net.Listen("unix", podResourcesSocket)
+	_ = os.Remove(k.prSocket)
+	plis, err := net.Listen("unix", k.prSocket)
 	if err != nil {
-		k.reg.Stop()
-		return nil, fmt.Errorf("kubelet stand-in of %s: pod-resources socket: %w", node, err)
+		reg.Stop()
+		return fmt.Errorf("kubelet stand-in of %s: pod-resources socket: %w", k.node, err)
 	}
-	k.pr = grpc.NewServer()
-	podresourcesapi.RegisterPodResourcesListerServer(k.pr, k)
-	go func() { _ = k.pr.Serve(plis) }()
-	return k, nil
+	pr := grpc.NewServer()
+	podresourcesapi.RegisterPodResourcesListerServer(pr, k)
+	go func() { _ = pr.Serve(plis) }()
+	k.mu.Lock()
+	k.reg, k.pr, k.closed = reg, pr, false
+	k.mu.Unlock()
+	return nil
+}
+
+// restart is a kubelet restart: both sockets go away and come back, every
+// device plugin connection is dropped (the plugins must register again),
+// and the pods' allocations survive, as kubelet's checkpoint keeps them.
+func (k *kubelet) restart(down time.Duration) error {
+	k.stop()
+	time.Sleep(down)
+	return k.serve()
 }
 
 func (k *kubelet) stop() {
@@ -96,9 +120,10 @@ func (k *kubelet) stop() {
 	plugins := k.plugins
 	k.plugins = map[string]*pluginConn{}
 	k.signal()
+	reg, pr := k.reg, k.pr
 	k.mu.Unlock()
-	k.reg.Stop()
-	k.pr.Stop()
+	reg.Stop()
+	pr.Stop()
 	for _, p := range plugins {
 		p.conn.Close()
 	}
@@ -130,6 +155,7 @@ func (k *kubelet) Register(_ context.Context, req *pluginapi.RegisterRequest) (*
 		old.conn.Close()
 	}
 	k.plugins[req.ResourceName] = p
+	k.known[req.ResourceName] = true
 	k.signal()
 	k.mu.Unlock()
 	k.log.Info("device plugin registered", "node", k.node, "resource", req.ResourceName, "endpoint", req.Endpoint)
@@ -235,6 +261,11 @@ func (k *kubelet) admit(ctx context.Context, pod *corev1.Pod) (*podAlloc, error)
 			continue
 		}
 		p := k.plugins[res]
+		if p == nil && k.known[res] {
+			// as kubelet: a resource whose plugin has not registered again
+			// yet (after a kubelet or plugin restart) has no devices to give
+			return nil, fmt.Errorf("admit pod %s on %s: insufficient %s: its device plugin has not registered again yet", key, k.node, res)
+		}
 		if p == nil {
 			a.Ignored = append(a.Ignored, fmt.Sprintf("%s=%d", res, n))
 			continue

@@ -40,6 +40,11 @@ const (
 // VFNetdev names VF i's netdev on the simulated node.
 func VFNetdev(i int) string { return fmt.Sprintf("enp65s0f0v%d", i) }
 
+// vfMAC is the MAC VF i's netdev is created with (its identity in the soak's checks).
+func vfMAC(i int) net.HardwareAddr {
+	return net.HardwareAddr{0x02, 0x00, 0x00, 0x41, byte(i >> 8), byte(i + 2)}
+}
+
 // nodeDef is what identifies a simulated node; everything else is derived
 // from it, so --cleanup can rebuild the CNI side from the state file alone.
 type nodeDef struct {
@@ -100,6 +105,8 @@ func (d nodeDef) env(l layout) []string {
 		"RDMANET_IPAM_CONFIG=" + filepath.Join(dir, "rdmanet-ipam.conf"), // absent: no node config
 		"NODENAME=" + d.Name,
 		netops.EnvFault + "=",
+		// the node's own daemon (the soak runs one), never a daemon the machine may run
+		"RDMANET_PLUGIN_SOCKET=" + filepath.Join(dir, "daemon", "plugins.sock"),
 	}
 }
 
@@ -111,7 +118,19 @@ type nodeExec struct {
 }
 
 func (e *nodeExec) ExecPlugin(ctx context.Context, path string, stdin []byte, environ []string) ([]byte, error) {
-	return e.raw.ExecPlugin(ctx, path, stdin, append(environ, e.env...))
+	env := append(environ, e.env...)
+	if extra, ok := ctx.Value(callEnvKey{}).([]string); ok {
+		env = append(env, extra...) // later entries win (os/exec keeps the last of a key)
+	}
+	return e.raw.ExecPlugin(ctx, path, stdin, env)
+}
+
+type callEnvKey struct{}
+
+// withCallEnv adds environment entries for the plugin processes of one CNI
+// call made with ctx (the soak's per-call failpoints).
+func withCallEnv(ctx context.Context, env ...string) context.Context {
+	return context.WithValue(ctx, callEnvKey{}, env)
 }
 
 func (e *nodeExec) FindInPath(plugin string, paths []string) (string, error) {
@@ -125,9 +144,16 @@ func (e *nodeExec) Decode(b []byte) (version.PluginInfo, error) {
 // cniRunner is the node's "container runtime" side of CNI: libcni over the
 // node's binaries, its environment and the rdmanet meta config.
 func (d nodeDef) cniRunner(l layout) (*libcni.CNIConfig, *libcni.NetworkConfigList, error) {
-	dir := l.nodeDir(d.Name)
 	exec := &nodeExec{raw: &invoke.RawExec{Stderr: os.Stderr}, env: d.env(l)}
-	c := libcni.NewCNIConfigWithCacheDir([]string{l.cniBin()}, filepath.Join(dir, "runtime-cache"), exec)
+	c := libcni.NewCNIConfigWithCacheDir([]string{l.cniBin()}, filepath.Join(l.nodeDir(d.Name), "runtime-cache"), exec)
+	list, err := d.metaConfList(l, "")
+	return c, list, err
+}
+
+// metaConf is the node's rdmanet network config; daemonSocket "" makes the
+// shim run rdmanet-direct on every call.
+func (d nodeDef) metaConf(l layout, daemonSocket string) map[string]any {
+	dir := l.nodeDir(d.Name)
 	conf := map[string]any{
 		"cniVersion": "1.0.0", "name": "rdmanet", "type": "rdmanet",
 		"clusterNetwork": clusterNetwork, "confDir": filepath.Join(dir, "net.d"),
@@ -137,15 +163,22 @@ func (d nodeDef) cniRunner(l layout) (*libcni.CNIConfig, *libcni.NetworkConfigLi
 		"deviceInfoDir":      filepath.Join(dir, "devinfo"),
 		"logFile":            filepath.Join(dir, "rdmanet.log"), "logLevel": "info",
 	}
-	b, err := json.Marshal(map[string]any{"cniVersion": "1.0.0", "name": "rdmanet", "plugins": []any{conf}})
+	if daemonSocket != "" {
+		conf["daemonSocket"] = daemonSocket
+	}
+	return conf
+}
+
+func (d nodeDef) metaConfList(l layout, daemonSocket string) (*libcni.NetworkConfigList, error) {
+	b, err := json.Marshal(map[string]any{"cniVersion": "1.0.0", "name": "rdmanet", "plugins": []any{d.metaConf(l, daemonSocket)}})
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
 	list, err := libcni.ConfListFromBytes(b)
 	if err != nil {
-		return nil, nil, fmt.Errorf("node %s: meta CNI config: %w", d.Name, err)
+		return nil, fmt.Errorf("node %s: meta CNI config: %w", d.Name, err)
 	}
-	return c, list, nil
+	return list, nil
 }
 
 func (d nodeDef) defaultNetwork(l layout) string {
@@ -254,16 +287,29 @@ func startNode(ctx context.Context, d nodeDef, l layout, m *Manifests, log *slog
 	if n.kubelet, err = startKubelet(d.Name, filepath.Join(n.dir, "dp"), filepath.Join(n.dir, "pod-resources", "kubelet.sock"), log); err != nil {
 		return nil, err
 	}
-	agentLog, err := os.Create(filepath.Join(n.dir, "agent.log"))
-	if err != nil {
-		return nil, fmt.Errorf("node %s: %w", d.Name, err)
+	if err := n.startAgent(); err != nil {
+		return nil, err
 	}
-	n.agent, err = agent.New(agent.Options{SysfsRoot: n.fix.Root, ConfigPaths: []string{sriovCfg, sharedCfg},
-		PluginDir: filepath.Join(n.dir, "dp"), DevInfoDir: filepath.Join(n.dir, "devinfo"), NetnsModeFlag: d.Mode,
+	if n.cni, n.meta, err = d.cniRunner(l); err != nil {
+		return nil, err
+	}
+	return n, nil
+}
+
+// startAgent runs the node agent (in this process) on the node's fixture
+// and pool configs; its log is appended to the node's agent.log.
+func (n *node) startAgent() error {
+	agentLog, err := os.OpenFile(filepath.Join(n.dir, "agent.log"), os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o600)
+	if err != nil {
+		return fmt.Errorf("node %s: %w", n.def.Name, err)
+	}
+	pools := filepath.Join(n.dir, "pools")
+	n.agent, err = agent.New(agent.Options{SysfsRoot: n.fix.Root, ConfigPaths: []string{filepath.Join(pools, "sriovdp-config.yaml"), filepath.Join(pools, "nicclusterpolicy.yaml")},
+		PluginDir: filepath.Join(n.dir, "dp"), DevInfoDir: filepath.Join(n.dir, "devinfo"), NetnsModeFlag: n.def.Mode,
 		Probe: hostProbe{host: n.host, rec: n.rec}, Resync: time.Second, Logger: slog.New(slog.NewTextHandler(agentLog, nil))})
 	if err != nil {
 		agentLog.Close()
-		return nil, fmt.Errorf("node %s: agent: %w", d.Name, err)
+		return fmt.Errorf("node %s: agent: %w", n.def.Name, err)
 	}
 	actx, cancel := context.WithCancel(context.Background())
 	n.stopAgent, n.agentDone = cancel, make(chan error, 1)
@@ -271,10 +317,7 @@ func startNode(ctx context.Context, d nodeDef, l layout, m *Manifests, log *slog
 		n.agentDone <- n.agent.Run(actx)
 		agentLog.Close()
 	}()
-	if n.cni, n.meta, err = d.cniRunner(l); err != nil {
-		return nil, err
-	}
-	return n, nil
+	return nil
 }
 
 // plumb creates the node's netdevs: each PF and VF netdev is a veth end in
@@ -293,7 +336,7 @@ func (n *node) plumb() error {
 		{name: SharedPF, mac: net.HardwareAddr{0x02, 0x00, 0x00, 0x81, 0x00, 0x00}, mtu: 9000, addr: SharedPFAddr, up: true},
 	}
 	for i := 0; i < n.def.VFs; i++ {
-		devs = append(devs, dev{name: VFNetdev(i), mac: net.HardwareAddr{0x02, 0x00, 0x00, 0x41, byte(i >> 8), byte(i + 2)}, mtu: 1500})
+		devs = append(devs, dev{name: VFNetdev(i), mac: vfMAC(i), mtu: 1500})
 	}
 	if err := n.host.Do(func(ns.NetNS) error { return netops.SetLinkUp("lo") }); err != nil {
 		return err

@@ -470,21 +470,7 @@ func Run(ctx context.Context, o Options) (rep *Report, err error) {
 	}()
 
 	// --- simulated nodes ----------------------------------------------------
-	for _, d := range []string{"bin", "cluster/manifests", "cluster/network-status"} {
-		if err := os.MkdirAll(filepath.Join(workDir, d), 0o755); err != nil {
-			return rep, err
-		}
-	}
-	for _, b := range RequiredBinaries {
-		if err := os.Symlink(filepath.Join(binDir, b), filepath.Join(l.cniBin(), b)); err != nil {
-			return rep, err
-		}
-	}
-	// the seed NAD says "whereabouts": rdmanet-ipam takes its place
-	if err := os.Symlink(filepath.Join(binDir, "rdmanet-ipam"), filepath.Join(l.cniBin(), "whereabouts")); err != nil {
-		return rep, err
-	}
-	if err := os.WriteFile(filepath.Join(l.manifests(), "nads.yaml"), m.NADs, 0o644); err != nil {
+	if err := l.prepare(m, RequiredBinaries); err != nil {
 		return rep, err
 	}
 	before := HostState{Nodes: map[string]NodeState{}}
@@ -753,6 +739,26 @@ func sortedKeys(m map[string]bool) []string {
 
 func podManifestPath(l layout, namespace, name string) string {
 	return filepath.Join(l.manifests(), "pod-"+namespace+"-"+name+".yaml")
+}
+
+// prepare lays out the work dir the CNI side reads: the bin dir with links
+// to bins (and rdmanet-ipam as "whereabouts", the name the seed NAD uses),
+// the static source's manifests (the NADs) and its network-status dir.
+func (l layout) prepare(m *Manifests, bins []string) error {
+	for _, d := range []string{l.cniBin(), l.manifests(), l.statusDir()} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			return err
+		}
+	}
+	for _, b := range bins {
+		if err := os.Symlink(filepath.Join(l.BinDir, b), filepath.Join(l.cniBin(), b)); err != nil {
+			return err
+		}
+	}
+	if err := os.Symlink(filepath.Join(l.BinDir, "rdmanet-ipam"), filepath.Join(l.cniBin(), "whereabouts")); err != nil {
+		return err
+	}
+	return os.WriteFile(filepath.Join(l.manifests(), "nads.yaml"), m.NADs, 0o644)
 }
 
 func runtimeConf(containerID, netns, namespace, name, uid string) *libcni.RuntimeConf {

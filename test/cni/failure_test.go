@@ -286,3 +286,96 @@ func TestConcurrentAdds(t *testing.T) {
 		t.Errorf("IPAM keeps %v", al)
 	}
 }
+
+// TestAddReclaimsVFOfGoneSandbox (found by the soak): a sandbox's DEL left
+// its VF pending (the VF was still in its netns), the runtime destroyed
+// that netns (the kernel returned the VF netdev to the host), and kubelet
+// gives the pod's next sandbox the same VF. ADD finishes the old sandbox's
+// teardown — VF settings, RDMA device and the old address released — and
+// attaches. While the old netns exists, the VF stays in use.
+func TestAddReclaimsVFOfGoneSandbox(t *testing.T) {
+	n := newNode(t, 2)
+	const i = 0
+	l := confList(t, seedNAD, "1.0.0", vfBDF(i))
+	old := netnsutil.NewNS(t)
+	oldRT := rt(i, old)
+	if _, err := n.add(l, oldRT); err != nil {
+		t.Fatalf("first ADD: %v", err)
+	}
+	oldIPs := n.allocations(t)[containerID(i)]
+	if len(oldIPs) != 1 {
+		t.Fatalf("first sandbox holds %v, want one address", oldIPs)
+	}
+	next := netnsutil.NewNS(t)
+	nextRT := rt(i, next)
+	nextRT.ContainerID = "c0ffee-next"
+	// the old sandbox lives: the VF is in use
+	if _, err := n.add(l, nextRT); err == nil || !strings.Contains(err.Error(), "in use by container "+containerID(i)) {
+		t.Fatalf("ADD while the old sandbox lives: %v, want the VF in use by %s", err, containerID(i))
+	}
+	n.assertAttached(t, i, old)
+	// the old sandbox dies without a DEL that finished
+	netnsutil.ReturnToHost(t, old, n.host, "net1")
+	netnsutil.DeleteNS(t, old)
+	if _, err := n.add(l, nextRT); err != nil {
+		t.Fatalf("ADD after the old sandbox's netns is gone: %v", err)
+	}
+	n.assertAttached(t, i, next)
+	if ips := n.allocations(t)[containerID(i)]; len(ips) != 0 {
+		t.Errorf("the gone sandbox still holds %v", ips)
+	}
+	// the pending DEL of the old sandbox, retried later, finds nothing to do
+	if err := n.del(l, oldRT); err != nil {
+		t.Fatalf("late DEL of the gone sandbox: %v", err)
+	}
+	n.assertAttached(t, i, next)
+	if err := n.del(l, nextRT); err != nil {
+		t.Fatalf("DEL: %v", err)
+	}
+	n.assertRestored(t, i, "c0ffee-next")
+}
+
+// TestDelNetnsGoneTwoVFsBack (found by the soak): two pods' namespaces are
+// destroyed before their DELs; the kernel returns both VFs to the host, the
+// first as "net1", the second as "dev<N>" (the name is taken). Each DEL
+// must restore its own VF — the "net1" in the host is the other pod's — so
+// both VFs end up under their own names with their own MACs.
+func TestDelNetnsGoneTwoVFsBack(t *testing.T) {
+	for _, order := range [][]int{{1, 0}, {0, 1}} {
+		t.Run(fmt.Sprintf("DEL order %v", order), func(t *testing.T) {
+			n := newNode(t, 2)
+			var pods []ns.NetNS
+			var rts []*libcni.RuntimeConf
+			var ls []*libcni.NetworkConfigList
+			for i := 0; i < 2; i++ {
+				pod := netnsutil.NewNS(t)
+				l := confList(t, seedNAD, "1.0.0", vfBDF(i))
+				r := rt(i, pod)
+				if _, err := n.add(l, r); err != nil {
+					t.Fatalf("ADD %d: %v", i, err)
+				}
+				pods, rts, ls = append(pods, pod), append(rts, r), append(ls, l)
+			}
+			// VF 0 comes back as net1; VF 1 finds the name taken
+			netnsutil.ReturnToHost(t, pods[0], n.host, "net1")
+			netnsutil.Do(t, pods[1], func() error {
+				if err := netops.SetLinkDown("net1"); err != nil {
+					return err
+				}
+				return netops.RenameLink("net1", "dev77")
+			})
+			netnsutil.ReturnToHost(t, pods[1], n.host, "dev77")
+			for _, p := range pods {
+				netnsutil.DeleteNS(t, p)
+			}
+			for _, i := range order {
+				if err := n.del(ls[i], rts[i]); err != nil {
+					t.Fatalf("DEL %d: %v", i, err)
+				}
+			}
+			for i := 0; i < 2; i++ {
+				n.assertRestored(t, i, containerID(i))
+			}
+		})
+	}
+}

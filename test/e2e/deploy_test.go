@@ -16,12 +16,14 @@ import (
 	"io"
 	"io/fs"
 	"log/slog"
+	"net"
 	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -105,11 +107,21 @@ func readKustomization(t testing.TB) kustomization {
 // loadDeploy decodes every object of the kustomization, in its order.
 func loadDeploy(t testing.TB) []deployObject {
 	t.Helper()
+	out := decodeDeploy(t, deployDir(t), readKustomization(t).Resources)
+	if len(out) == 0 {
+		t.Fatal("deploy/kustomization.yaml lists no objects")
+	}
+	return out
+}
+
+// decodeDeploy decodes the objects of files (relative to dir), in order.
+func decodeDeploy(t testing.TB, dir string, files []string) []deployObject {
+	t.Helper()
 	var out []deployObject
-	for _, f := range readKustomization(t).Resources {
-		data, err := os.ReadFile(filepath.Join(deployDir(t), f))
+	for _, f := range files {
+		data, err := os.ReadFile(filepath.Join(dir, f))
 		if err != nil {
-			t.Fatalf("deploy/kustomization.yaml resource %s: %v", f, err)
+			t.Fatalf("kustomization resource %s: %v", filepath.Join(dir, f), err)
 		}
 		dec := utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader(data), 4096)
 		for {
@@ -125,9 +137,6 @@ func loadDeploy(t testing.TB) []deployObject {
 			}
 			out = append(out, deployObject{file: f, obj: &unstructured.Unstructured{Object: m}})
 		}
-	}
-	if len(out) == 0 {
-		t.Fatal("deploy/kustomization.yaml lists no objects")
 	}
 	return out
 }
@@ -180,6 +189,12 @@ func TestDeployKustomization(t *testing.T) {
 		if err != nil {
 			return err
 		}
+		if d.IsDir() && p == filepath.Join(dir, "components") {
+			return filepath.SkipDir // optional components: each lists its own files (TestDeployComponents)
+		}
+		if d.IsDir() && p == filepath.Join(dir, "dra") {
+			return filepath.SkipDir // opt-in DRA: lists its own files (internal/dra TestDeviceClassesAPIServer)
+		}
 		if ext := filepath.Ext(p); !d.IsDir() && (ext == ".yaml" || ext == ".yml") && d.Name() != "kustomization.yaml" {
 			rel, _ := filepath.Rel(dir, p)
 			onDisk = append(onDisk, filepath.ToSlash(rel))
@@ -213,6 +228,115 @@ func TestDeployKustomization(t *testing.T) {
 	for _, c := range all {
 		if c.Image != want {
 			t.Errorf("container %s: image %q, want %q (no registry host; the operator sets it)", c.Name, c.Image, want)
+		}
+	}
+}
+
+// TestDeployComponents: each optional component under deploy/components
+// lists exactly its files; the monitoring component's Service selects
+// rdmanet-node's pods and exposes the DaemonSet's named metrics ports, its
+// ServiceMonitor scrapes those ports, and the real API server accepts the
+// Service (it has no ServiceMonitor CRD: that object is checked by shape).
+func TestDeployComponents(t *testing.T) {
+	root := filepath.Join(deployDir(t), "components")
+	ents, err := os.ReadDir(root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	comps := map[string][]deployObject{}
+	for _, en := range ents {
+		dir := filepath.Join(root, en.Name())
+		b, err := os.ReadFile(filepath.Join(dir, "kustomization.yaml"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var k kustomization
+		if err := yaml.UnmarshalStrict(b, &k); err != nil || k.Kind != "Component" || k.APIVersion != "kustomize.config.k8s.io/v1alpha1" {
+			t.Fatalf("deploy/components/%s/kustomization.yaml: %v (kind %q, apiVersion %q): want a kustomize Component", en.Name(), err, k.Kind, k.APIVersion)
+		}
+		files, _ := filepath.Glob(filepath.Join(dir, "*.yaml"))
+		var onDisk []string
+		for _, f := range files {
+			if filepath.Base(f) != "kustomization.yaml" {
+				onDisk = append(onDisk, filepath.Base(f))
+			}
+		}
+		listed := slices.Clone(k.Resources)
+		sort.Strings(listed)
+		if !slices.Equal(onDisk, listed) {
+			t.Fatalf("deploy/components/%s lists %v, has %v", en.Name(), listed, onDisk)
+		}
+		comps[en.Name()] = decodeDeploy(t, dir, k.Resources)
+	}
+	mon := comps["monitoring"]
+	if len(mon) != 2 {
+		t.Fatalf("monitoring component objects %v, want a Service and a ServiceMonitor", mon)
+	}
+	svc := deployTyped[corev1.Service](t, mon, "Service", "rdmanet-node-metrics")
+	ds := deployTyped[appsv1.DaemonSet](t, loadDeploy(t), "DaemonSet", "rdmanet-node")
+	for k, v := range svc.Spec.Selector {
+		if ds.Spec.Template.Labels[k] != v {
+			t.Fatalf("Service selector %v does not select rdmanet-node's pods (labels %v)", svc.Spec.Selector, ds.Spec.Template.Labels)
+		}
+	}
+	ports := map[string]int32{}
+	for _, c := range ds.Spec.Template.Spec.Containers {
+		for _, p := range c.Ports {
+			ports[p.Name] = p.ContainerPort
+		}
+	}
+	svcPorts := map[string]bool{}
+	for _, p := range svc.Spec.Ports {
+		if cp, ok := ports[p.TargetPort.String()]; !ok || cp != p.Port {
+			t.Errorf("Service port %s: targetPort %s, port %d; the DaemonSet's ports are %v", p.Name, p.TargetPort.String(), p.Port, ports)
+		}
+		svcPorts[p.Name] = true
+	}
+	if len(svcPorts) != len(ports) {
+		t.Errorf("Service ports %v, DaemonSet ports %v: every metrics port is scraped", svcPorts, ports)
+	}
+	var sm *unstructured.Unstructured
+	for _, d := range mon {
+		if d.obj.GetKind() == "ServiceMonitor" {
+			sm = d.obj
+		}
+	}
+	if sm == nil || sm.GetAPIVersion() != "monitoring.coreos.com/v1" || sm.GetNamespace() != deployNS {
+		t.Fatalf("ServiceMonitor: %v", sm)
+	}
+	sel, _, _ := unstructured.NestedStringMap(sm.Object, "spec", "selector", "matchLabels")
+	for k, v := range sel {
+		if svc.Labels[k] != v {
+			t.Errorf("ServiceMonitor selector %v does not select the Service (labels %v)", sel, svc.Labels)
+		}
+	}
+	eps, _, _ := unstructured.NestedSlice(sm.Object, "spec", "endpoints")
+	if len(eps) != len(svcPorts) {
+		t.Errorf("ServiceMonitor endpoints %v, want one per Service port %v", eps, svcPorts)
+	}
+	for _, ep := range eps {
+		m, _ := ep.(map[string]any)
+		if port, _ := m["port"].(string); !svcPorts[port] || m["path"] != "/metrics" {
+			t.Errorf("ServiceMonitor endpoint %v: want a Service port name and path /metrics", m)
+		}
+	}
+	// the real API server accepts the Service
+	mapper, dyn := dynamicClients(t, apiserver.Shared(t))
+	ctx := context.Background()
+	for _, d := range loadDeploy(t) {
+		if d.obj.GetKind() == "Namespace" {
+			if _, err := resourceFor(t, mapper, dyn, d).Create(ctx, d.obj.DeepCopy(), metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+				t.Fatal(err)
+			}
+		}
+	}
+	for _, d := range mon {
+		if d.obj.GetKind() != "Service" {
+			continue
+		}
+		_, err := resourceFor(t, mapper, dyn, d).Create(ctx, d.obj.DeepCopy(), metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}, FieldValidation: "Strict"})
+		if err != nil {
+			t.Fatalf("%s rejected by the API server: %v", d, err)
 		}
 	}
 }
@@ -359,12 +483,11 @@ func TestDeployNodeConfig(t *testing.T) {
 	if env["NODE_NAME"] != "spec.nodeName" || env["NODENAME"] != "spec.nodeName" {
 		t.Errorf("rdmanet-daemon env from the downward API: %v", env)
 	}
-	// The probe is the daemon binary (no shell in the image) reading the
-	// daemon's own config, so it checks the config's daemonSocket
-	// (TestDeployBinaryFlags runs it).
-	if p := daemon.ReadinessProbe; p == nil || p.Exec == nil ||
-		!slices.Equal(p.Exec.Command, []string{daemon.Command[0], deployArg(t, daemon.Args, "--config"), "--probe"}) {
-		t.Errorf("rdmanet-daemon readiness probe %+v is not `rdmanet-daemon --config=<its config> --probe`", daemon.ReadinessProbe)
+	// The probes are HTTP GETs of the daemon's own /readyz and /healthz
+	// (no shell in the image; /readyz probes the config's daemonSocket and
+	// the plugin socket): TestDeployBinaryFlags checks them and the port.
+	if p := daemon.ReadinessProbe; p == nil || p.HTTPGet == nil || p.HTTPGet.Path != "/readyz" {
+		t.Errorf("rdmanet-daemon readiness probe %+v is not an HTTP GET of /readyz", daemon.ReadinessProbe)
 	}
 	for _, a := range agent.Args {
 		if strings.HasPrefix(a, "--sysfs-root=") || strings.HasPrefix(a, "--proc-root=") {
@@ -415,10 +538,15 @@ func TestDeployBinaryFlags(t *testing.T) {
 			t.Fatalf("rdmanet-daemon %v --help: %v\n%s", c.Args, err, out)
 		}
 	})
-	t.Run("rdmanet-daemon readiness probe", func(t *testing.T) {
+	t.Run("rdmanet-daemon --probe", func(t *testing.T) {
 		c := deployContainer(t, pod.Containers, "rdmanet-daemon")
-		probeDaemon(t, objs, c.ReadinessProbe.Exec.Command)
+		probeDaemon(t, objs, append(slices.Clone(c.Command), deployArg(t, c.Args, "--config"), "--probe"))
 	})
+	for _, name := range []string{"rdmanet-agent", "rdmanet-daemon"} {
+		t.Run(name+" probes and metrics port", func(t *testing.T) {
+			deployProbes(t, deployContainer(t, pod.Containers, name))
+		})
+	}
 	t.Run("rdmanet-agent", func(t *testing.T) {
 		dir := t.TempDir()
 		if err := pluginbin.Build(dir, "github.com/rdmanet/rdmanet/cmd/rdmanet-agent"); err != nil {
@@ -454,6 +582,37 @@ func TestDeployBinaryFlags(t *testing.T) {
 			t.Fatalf("rdmanet-agent --once with the deploy config does not report the seed pool:\n%s", out)
 		}
 	})
+}
+
+// deployProbes: the container serves --metrics-addr on the node's IP at
+// the port its containerPort names, and its readiness and liveness probes
+// are HTTP GETs of /readyz and /healthz on that port (the image has no
+// shell; hostNetwork: kubelet reaches the pod's IP, the node's).
+func deployProbes(t *testing.T, c corev1.Container) {
+	t.Helper()
+	addr := strings.TrimPrefix(deployArg(t, c.Args, "--metrics-addr"), "--metrics-addr=")
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil || host != "$(NODE_IP)" {
+		t.Fatalf("%s --metrics-addr=%s: want [$(NODE_IP)]:<port> (%v)", c.Name, addr, err)
+	}
+	var env bool
+	for _, e := range c.Env {
+		env = env || e.Name == "NODE_IP" && e.ValueFrom != nil && e.ValueFrom.FieldRef != nil && e.ValueFrom.FieldRef.FieldPath == "status.hostIP"
+	}
+	if !env {
+		t.Fatalf("%s: no NODE_IP from status.hostIP for --metrics-addr", c.Name)
+	}
+	if len(c.Ports) != 1 || strconv.Itoa(int(c.Ports[0].ContainerPort)) != port || c.Ports[0].Name == "" {
+		t.Fatalf("%s ports %+v, want one named port %s", c.Name, c.Ports, port)
+	}
+	for _, p := range []struct {
+		kind, path string
+		probe      *corev1.Probe
+	}{{"readiness", "/readyz", c.ReadinessProbe}, {"liveness", "/healthz", c.LivenessProbe}} {
+		if p.probe == nil || p.probe.HTTPGet == nil || p.probe.HTTPGet.Path != p.path || p.probe.HTTPGet.Port.String() != c.Ports[0].Name {
+			t.Errorf("%s %s probe %+v: want an HTTP GET of %s on port %s", c.Name, p.kind, p.probe, p.path, c.Ports[0].Name)
+		}
+	}
 }
 
 var deployUniq atomic.Int64
@@ -767,6 +926,22 @@ func TestDeployRBAC(t *testing.T) {
 		if !strings.Contains(got.Annotations[meta.NetworkStatusAnnotation], "10.60.1.5") {
 			t.Fatalf("network-status not written: %v", got.Annotations)
 		}
+		// A failed ADD's Event on the pod, recorded with the daemon's token.
+		ev := meta.NewKubeEvents(live.Core, nodeName)
+		ev.AttachFailed(meta.PodRef{Namespace: ns, Name: mine.Name, UID: mine.UID}, "c0ffee", errors.New("deploy test: attach failed"))
+		for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+			l, err := admin.CoreV1().Events(ns).List(ctx, metav1.ListOptions{FieldSelector: "involvedObject.name=" + mine.Name})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(l.Items) > 0 && l.Items[0].Reason == meta.EventReasonAttachFailed {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("no %s Event on pod %s written with the rdmanet-daemon token (events create): %+v", meta.EventReasonAttachFailed, mine.Name, l.Items)
+			}
+		}
+		ev.Shutdown()
 		rc, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
 		if err != nil {
 			t.Fatal(err)

@@ -66,7 +66,7 @@ func TestPluginDaemonsAcrossNodes(t *testing.T) {
 			"RDMANET_IPAM_STORE_PATH=" + filepath.Join(dir, name, "ipam")}}
 	}
 	nodes := []ipamload.Node{byName["node-a"], byName["node-a"], byName["node-b"]} // call i runs on nodes[i%3]
-	pod := netnsutil.NewNS(t) // in-process ADDs refuse the daemon's own netns
+	pod := netnsutil.NewNS(t)                                                      // in-process ADDs refuse the daemon's own netns
 	l := &ipamload.Load{Bin: filepath.Join(binDir, "rdmanet-ipam"), Config: []byte(conf), Nodes: nodes,
 		Netns: pod.Path(), CNIPath: binDir, Prefix: "xnode"}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)

@@ -94,6 +94,9 @@ type Exec struct {
 	Log  *slog.Logger
 	// Stores keeps rdmanet-ipam's API clients across calls.
 	Stores ipam.StoreCache
+	// Observer, when set, learns of every plugin call ExecPlugin runs
+	// (the daemon's metrics).
+	Observer Observer
 	version.PluginDecoder
 
 	once    sync.Once
@@ -105,6 +108,19 @@ type Exec struct {
 }
 
 var _ invoke.Exec = (*Exec)(nil)
+
+// Observer learns of plugin calls; it must not block.
+type Observer interface {
+	// PluginExec is one call of a plugin binary (its file name): command is
+	// CNI_COMMAND, mode ModeInProcess or ModeProcess, err the call's error.
+	PluginExec(plugin, command, mode string, d time.Duration, err error)
+}
+
+// Modes of a plugin call, for Observer.
+const (
+	ModeInProcess = "in_process"
+	ModeProcess   = "process"
+)
 
 // New returns an Exec for the running process.
 func New(log *slog.Logger) *Exec { return &Exec{Log: log} }
@@ -204,12 +220,20 @@ func (e *Exec) decide(path string) decision {
 
 // ExecPlugin runs the plugin in-process when Decide says so, else as a
 // process through RawExec.
-func (e *Exec) ExecPlugin(ctx context.Context, pluginPath string, stdin []byte, environ []string) ([]byte, error) {
+func (e *Exec) ExecPlugin(ctx context.Context, pluginPath string, stdin []byte, environ []string) (out []byte, err error) {
+	start := time.Now()
 	d := e.decide(pluginPath)
+	mode := ModeProcess
 	if d.inproc && !exitFailpoint(d.plugin, environ) {
-		return e.run(ctx, pluginPath, d.plugin, stdin, environ)
+		mode = ModeInProcess
+		out, err = e.run(ctx, pluginPath, d.plugin, stdin, environ)
+	} else {
+		out, err = e.raw().ExecPlugin(ctx, pluginPath, stdin, environ)
 	}
-	return e.raw().ExecPlugin(ctx, pluginPath, stdin, environ)
+	if e.Observer != nil {
+		e.Observer.PluginExec(filepath.Base(pluginPath), Getenv(environ)("CNI_COMMAND"), mode, time.Since(start), err)
+	}
+	return out, err
 }
 
 // Serve runs one call that an exec'd plugin binary forwarded (package
@@ -451,10 +475,35 @@ func (d *delegateIPAM) Del(plugin string, stdin []byte) error {
 	return d.noResult(plugin, stdin, "DEL")
 }
 
+func (d *delegateIPAM) DelFor(plugin string, stdin []byte, containerID, ifName string) error {
+	path, err := d.find(plugin)
+	if err != nil {
+		return err
+	}
+	env := withVars(d.environ, "CNI_COMMAND=DEL", "CNI_CONTAINERID="+containerID, "CNI_IFNAME="+ifName)
+	return invoke.ExecPluginWithoutResult(d.ctx, path, stdin, envArgs(env), d.exec)
+}
+
 func (d *delegateIPAM) noResult(plugin string, stdin []byte, cmd string) error {
 	path, err := d.find(plugin)
 	if err != nil {
 		return err
 	}
 	return invoke.ExecPluginWithoutResult(d.ctx, path, stdin, envArgs(WithCommand(d.environ, cmd)), d.exec)
+}
+
+// withVars is environ with each KEY=value of vars set (replacing KEY).
+func withVars(environ []string, vars ...string) []string {
+	keys := map[string]bool{}
+	for _, kv := range vars {
+		k, _, _ := strings.Cut(kv, "=")
+		keys[k] = true
+	}
+	out := make([]string, 0, len(environ)+len(vars))
+	for _, kv := range environ {
+		if k, _, _ := strings.Cut(kv, "="); !keys[k] {
+			out = append(out, kv)
+		}
+	}
+	return append(out, vars...)
 }

@@ -7,13 +7,16 @@ import (
 	"log/slog"
 	"net"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/containernetworking/cni/pkg/invoke"
 	"github.com/containernetworking/cni/pkg/types"
+	k8stypes "k8s.io/apimachinery/pkg/types"
 
 	"github.com/rdmanet/rdmanet/internal/cni/meta/wire"
 	"github.com/rdmanet/rdmanet/internal/cni/sockserve"
+	"github.com/rdmanet/rdmanet/internal/telemetry"
 )
 
 // Daemon serves CNI calls from the shim with warm state: informer caches of
@@ -41,9 +44,18 @@ type Daemon struct {
 	Retry                         *NetConf
 	RetryInterval                 time.Duration
 	RetryBackoff, RetryMaxBackoff time.Duration
+	// Events, when set, records a Warning Event on the pod of every failed
+	// ADD (the per-call plugin records none: it would pay an API client and
+	// a broadcaster on every exec).
+	Events EventRecorder
 
-	warned sync.Map // config warnings already logged
+	warned  sync.Map    // config warnings already logged
+	serving atomic.Bool // Serve is accepting calls
 }
+
+// Serving reports whether Serve is listening on the socket and accepting
+// calls (for the daemon's health endpoints).
+func (d *Daemon) Serving() bool { return d.serving.Load() }
 
 // Limits of the daemon's socket server.
 var (
@@ -74,7 +86,9 @@ func (d *Daemon) Serve(ctx context.Context) error {
 	}
 	srv := &sockserve.Server{Handle: d.serveConn, Drain: DrainTimeout,
 		OnPanic: func(r any) { _ = recoverPanic(d.Log, d.Observer, "rdmanet daemon: connection", r) }}
+	d.serving.Store(true)
 	drained, serveErr := srv.Serve(ctx, lis)
+	d.serving.Store(false)
 	if !drained {
 		d.Log.Warn("stopping with CNI calls still running", "waited", DrainTimeout)
 	}
@@ -142,6 +156,9 @@ func (d *Daemon) serveConn(c net.Conn) {
 			ctx, cancel := d.requestContext(received, req)
 			res, err := d.safeCall(ctx, req)
 			cancel()
+			if c := callObserver(d.Observer); c != nil {
+				c.Call(req.Command, time.Since(received), err)
+			}
 			if err != nil {
 				resp.Error = asCNIError(err).(*types.Error)
 			} else {
@@ -200,7 +217,7 @@ func (d *Daemon) Call(ctx context.Context, req wire.Request) (json.RawMessage, e
 			d.Log.Warn(w, "container", req.ContainerID)
 		}
 	}
-	p := &Plugin{Conf: conf, Source: d.Source, Devices: d.Devices, Exec: d.Exec, CNI: NewCNI(conf, req.Path, d.Exec), Log: d.Log.With("container", req.ContainerID),
+	p := &Plugin{Conf: conf, Source: d.Source, Devices: d.Devices, Exec: d.Exec, CNI: NewCNI(conf, req.Path, d.Exec), Log: d.Log.With(telemetry.CNICallAttrs(req.ContainerID, req.Args)...),
 		AsyncStatus: d.AsyncStatus, Observer: d.Observer, RetryBackoff: d.RetryBackoff, RetryMaxBackoff: d.RetryMaxBackoff}
 	a := Args{ContainerID: req.ContainerID, Netns: req.Netns, IfName: req.IfName, Args: req.Args, Path: req.Path}
 	if _, ok := ctx.Deadline(); !ok && req.Command != "DEL" && req.Command != "GC" {
@@ -212,6 +229,7 @@ func (d *Daemon) Call(ctx context.Context, req wire.Request) (json.RawMessage, e
 	case "ADD":
 		res, err := p.Add(ctx, a)
 		if err != nil {
+			d.attachFailed(a, err)
 			return nil, err
 		}
 		return json.Marshal(res)
@@ -225,4 +243,17 @@ func (d *Daemon) Call(ctx context.Context, req wire.Request) (json.RawMessage, e
 		return nil, p.Status(ctx)
 	}
 	return nil, types.NewError(types.ErrInvalidEnvironmentVariables, fmt.Sprintf("rdmanet daemon: unknown command %q", req.Command), "")
+}
+
+// attachFailed hands a failed ADD to the Events recorder, naming the pod
+// from CNI_ARGS (a call whose CNI_ARGS do not parse has no pod to name).
+func (d *Daemon) attachFailed(a Args, err error) {
+	if d.Events == nil {
+		return
+	}
+	pa, perr := parsePodArgs(a.Args)
+	if perr != nil {
+		return
+	}
+	d.Events.AttachFailed(PodRef{Namespace: pa.Namespace, Name: pa.Name, UID: k8stypes.UID(pa.UID)}, a.ContainerID, err)
 }

@@ -112,6 +112,9 @@ func (p *Plugin) removeRecord(containerID string) {
 // else from libcni's attachment cache. It is bounded by delTimeout; what it
 // could not remove stays recorded for a retry (see the comment above).
 func (p *Plugin) Del(ctx context.Context, a Args) error {
+	if err := checkCall("DEL", a); err != nil {
+		return err
+	}
 	ctx, cancel := context.WithTimeout(ctx, p.Conf.DelTimeoutDur)
 	defer cancel()
 	if p.AsyncStatus != nil {
@@ -163,12 +166,12 @@ func (p *Plugin) delRecord(ctx context.Context, a Args, rec *Record, phase strin
 	}
 	summary := leakSummary(failed)
 	if err := p.keepPending(rec, failed); err != nil {
-		return fmt.Errorf("DEL %s: %s; and the record of what is left could not be kept for a retry (%w), so DEL fails and kubelet retries it", podOrContainer(rec), summary, err)
+		return atStep(ReasonCache, fmt.Errorf("DEL %s: %s; and the record of what is left could not be kept for a retry (%w), so DEL fails and kubelet retries it", podOrContainer(rec), summary, err))
 	}
 	p.Log.Error("DEL incomplete: what is left is recorded and will be retried (the daemon retries with backoff; so do the next DEL and CNI GC of this container)",
 		"container", rec.ContainerID, "pod", rec.Pod, "phase", phase, "attempt", rec.Pending.Attempts, "next_retry", rec.Pending.NextRetry.Format(time.RFC3339), "left", summary)
 	if p.Conf.RetryDeleteOnError && ctx.Err() == nil {
-		return fmt.Errorf("DEL %s: %s (recorded for a retry)", podOrContainer(rec), summary)
+		return atStep(ReasonDelegate, fmt.Errorf("DEL %s: %s (recorded for a retry)", podOrContainer(rec), summary))
 	}
 	return nil
 }
@@ -399,8 +402,8 @@ func (p *Plugin) lockContainer(ctx context.Context, containerID string) (func(),
 // file when the container has no record any more.
 func (p *Plugin) tryLockContainer(containerID string) (func(), bool, error) {
 	path := p.lockPath(containerID)
-	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
-		return nil, false, fmt.Errorf("cache dir: %w", err)
+	if err := p.privateCacheDir(); err != nil {
+		return nil, false, err
 	}
 	for {
 		f, err := os.OpenFile(path, os.O_CREATE|os.O_RDWR, 0o600)

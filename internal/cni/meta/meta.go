@@ -110,8 +110,8 @@ func (p *Plugin) cachePath(containerID string) string {
 }
 
 func (p *Plugin) saveRecord(r *Record) error {
-	if err := os.MkdirAll(filepath.Dir(p.cachePath(r.ContainerID)), 0o700); err != nil {
-		return fmt.Errorf("cache dir: %w", err)
+	if err := p.privateCacheDir(); err != nil {
+		return err
 	}
 	b, err := json.Marshal(r)
 	if err != nil {
@@ -168,12 +168,15 @@ func (p *Plugin) waitReady(ctx context.Context) error {
 // the rollback cannot remove stays recorded for a retry, as with DEL.
 func (p *Plugin) Add(ctx context.Context, a Args) (types.Result, error) {
 	start := time.Now()
-	if err := p.waitReady(ctx); err != nil {
+	if err := checkCall("ADD", a); err != nil {
 		return nil, err
+	}
+	if err := p.waitReady(ctx); err != nil {
+		return nil, atStep(ReasonNotReady, err)
 	}
 	var ka k8sArgs
 	if err := types.LoadArgs(a.Args, &ka); err != nil {
-		return nil, fmt.Errorf("CNI_ARGS %q: %w", a.Args, err)
+		return nil, atStep(ReasonConfig, fmt.Errorf("CNI_ARGS %q: %w", a.Args, err))
 	}
 	unlock, err := p.lockContainer(ctx, a.ContainerID)
 	if err != nil {
@@ -181,13 +184,14 @@ func (p *Plugin) Add(ctx context.Context, a Args) (types.Result, error) {
 	}
 	defer unlock()
 	if err := p.finishPending(ctx, a.ContainerID); err != nil {
-		return nil, err
+		return nil, atStep(ReasonPendingDel, err)
 	}
+	resolveStart := time.Now()
 	ns, name, uid := string(ka.K8S_POD_NAMESPACE), string(ka.K8S_POD_NAME), string(ka.K8S_POD_UID)
 	rec := &Record{ContainerID: a.ContainerID, Netns: a.Netns, CNIArgs: a.Args, CNIPath: a.Path, Created: p.now()}
 	defList, err := p.defaultNetwork(ctx)
 	if err != nil {
-		return nil, err
+		return nil, atStep(ReasonNetwork, err)
 	}
 	// The runtime's capability args (portMappings, bandwidth, ...) go to the
 	// cluster network, as Multus passes them to its master plugin; libcni
@@ -202,7 +206,7 @@ func (p *Plugin) Add(ctx context.Context, a Args) (types.Result, error) {
 		pod, err := p.Source.Pod(actx, ns, name)
 		cancel()
 		if err != nil {
-			return nil, fmt.Errorf("ADD %s: %w", rec.Pod, err)
+			return nil, atStep(ReasonPod, fmt.Errorf("ADD %s: %w", rec.Pod, err))
 		}
 		if uid != "" && string(pod.UID) != uid {
 			// A cache may still hold the previous pod of that name: ask
@@ -212,25 +216,26 @@ func (p *Plugin) Add(ctx context.Context, a Args) (types.Result, error) {
 				pod, err = ls.PodLive(actx, ns, name)
 				cancel()
 				if err != nil {
-					return nil, fmt.Errorf("ADD %s: %w", rec.Pod, err)
+					return nil, atStep(ReasonPod, fmt.Errorf("ADD %s: %w", rec.Pod, err))
 				}
 			}
 		}
 		if uid != "" && string(pod.UID) != uid {
-			return nil, fmt.Errorf("ADD %s: the pod was deleted and recreated during ADD (CNI_ARGS uid %s, API uid %s); kubelet will retry with the new pod", rec.Pod, uid, pod.UID)
+			return nil, atStep(ReasonPod, fmt.Errorf("ADD %s: the pod was deleted and recreated during ADD (CNI_ARGS uid %s, API uid %s); kubelet will retry with the new pod", rec.Pod, uid, pod.UID))
 		}
 		podUID = pod.UID
 		rec.PodUID = string(pod.UID)
 		atts, err := p.attachments(ctx, pod)
 		if err != nil {
-			return nil, err
+			return nil, err // attachments marks the step
 		}
 		rec.Delegates = append(rec.Delegates, atts...)
 	}
+	p.observeStep(StepResolve, resolveStart)
 	// The cache goes down before anything is added: a crash from here on
 	// leaves DEL enough to undo it.
 	if err := p.saveRecord(rec); err != nil {
-		return nil, err
+		return nil, atStep(ReasonCache, err)
 	}
 	success := false
 	defer func() {
@@ -246,27 +251,31 @@ func (p *Plugin) Add(ctx context.Context, a Args) (types.Result, error) {
 			p.Log.Error("rollback: DEL failed", "container", a.ContainerID, "err", derr)
 		}
 	}()
+	delegatesStart := time.Now()
 	results, err := p.addDelegates(ctx, a, rec)
 	if err != nil {
-		return nil, err
+		return nil, err // addOne marks the step
 	}
 	if err := p.applyDefaultRoute(a, rec); err != nil {
-		return nil, err
+		return nil, atStep(ReasonRoute, err)
 	}
+	p.observeStep(StepDelegates, delegatesStart)
 	if name != "" {
 		statuses, err := p.statuses(rec, results)
 		if err != nil {
-			return nil, err
+			return nil, atStep(ReasonStatus, err)
 		}
 		if p.AsyncStatus != nil {
 			p.AsyncStatus.Submit(a.ContainerID, ns, name, podUID, statuses)
 		} else {
+			statusStart := time.Now()
 			actx, cancel := context.WithTimeout(ctx, p.Conf.APITimeoutDur)
 			err = p.Source.SetNetworkStatus(actx, ns, name, podUID, statuses)
 			cancel()
 			if err != nil {
-				return nil, fmt.Errorf("ADD %s: %w", rec.Pod, err)
+				return nil, atStep(ReasonStatus, fmt.Errorf("ADD %s: %w", rec.Pod, err))
 			}
+			p.observeStep(StepStatus, statusStart)
 		}
 	}
 	res, err := results[0].GetAsVersion(p.Conf.CNIVersion)
@@ -308,7 +317,12 @@ func (p *Plugin) addDelegate(ctx context.Context, a Args, d *Delegate) (types.Re
 	if err != nil {
 		return nil, err
 	}
-	return p.CNI.AddNetworkList(ctx, l, p.runtimeConf(a, d))
+	start := time.Now()
+	res, err := p.CNI.AddNetworkList(ctx, l, p.runtimeConf(a, d))
+	if c := callObserver(p.Observer); c != nil {
+		c.Delegate("ADD", chainType(l), d.IsDefault, time.Since(start), err)
+	}
+	return res, err
 }
 
 // maxConcurrentDelegates bounds the plugin processes one ADD runs at once
@@ -382,9 +396,9 @@ func (p *Plugin) addOne(ctx context.Context, a Args, rec *Record, d *Delegate) (
 			what = "network " + d.Network + " (" + d.IfName + ")"
 		}
 		if cerr := ctx.Err(); cerr != nil {
-			return nil, fmt.Errorf("ADD %s: %s: stopped at the call's time limit (%v; addTimeout, or the shim's deadline): %w", podOrContainer(rec), what, cerr, err)
+			return nil, atStep(ReasonTimeout, fmt.Errorf("ADD %s: %s: stopped at the call's time limit (%v; addTimeout, or the shim's deadline): %w", podOrContainer(rec), what, cerr, err))
 		}
-		return nil, fmt.Errorf("ADD %s: %s: %w", podOrContainer(rec), what, err)
+		return nil, atStep(ReasonDelegate, fmt.Errorf("ADD %s: %s: %w", podOrContainer(rec), what, err))
 	}
 	p.Log.Debug("delegate added", "container", a.ContainerID, "network", d.Network, "ifname", d.IfName, "ms", time.Since(t0).Milliseconds())
 	return res, nil
@@ -439,7 +453,12 @@ func (p *Plugin) delDelegate(ctx context.Context, a Args, d *Delegate) error {
 	if err != nil {
 		return err
 	}
-	return p.CNI.DelNetworkList(ctx, l, p.runtimeConf(a, d))
+	start := time.Now()
+	err = p.CNI.DelNetworkList(ctx, l, p.runtimeConf(a, d))
+	if c := callObserver(p.Observer); c != nil {
+		c.Delegate("DEL", chainType(l), d.IsDefault, time.Since(start), err)
+	}
+	return err
 }
 
 func (p *Plugin) statuses(rec *Record, results []types.Result) ([]nadv1.NetworkStatus, error) {
@@ -476,6 +495,9 @@ func (p *Plugin) statuses(rec *Record, results []types.Result) ([]nadv1.NetworkS
 
 // Check passes CHECK to every delegate with its cached result.
 func (p *Plugin) Check(ctx context.Context, a Args) error {
+	if err := checkCall("CHECK", a); err != nil {
+		return err
+	}
 	rec, err := p.loadRecord(a.ContainerID)
 	if err != nil {
 		return fmt.Errorf("CHECK container %s: no cache from ADD: %w", a.ContainerID, err)

@@ -36,7 +36,7 @@ func (p *Plugin) attachments(ctx context.Context, pod *corev1.Pod) ([]*Delegate,
 		for i, name := range p.Conf.DefaultNetworks {
 			l, nad, err := p.resolveAdminNetwork(ctx, name)
 			if err != nil {
-				return nil, fmt.Errorf("pod %s: defaultNetworks[%d] %q: %w", podKey, i, name, err)
+				return nil, atStep(ReasonNetwork, fmt.Errorf("pod %s: defaultNetworks[%d] %q: %w", podKey, i, name, err))
 			}
 			it := &item{network: l.Name, ifname: fmt.Sprintf("net%d", i+1), list: l}
 			if nad != nil {
@@ -49,35 +49,35 @@ func (p *Plugin) attachments(ctx context.Context, pod *corev1.Pod) ([]*Delegate,
 	}
 	sels, err := parseNetworks(pod.Annotations[NetworksAnnotation], pod.Namespace, podKey, reserved)
 	if err != nil {
-		return nil, err
+		return nil, atStep(ReasonNetwork, err)
 	}
 	for i := range sels {
 		s := &sels[i]
 		if p.Conf.NamespaceIsolation && s.Namespace != pod.Namespace && !p.Conf.IsGlobal(s.Namespace) {
-			return nil, fmt.Errorf("pod %s: network %s refused by namespaceIsolation (on by default): a pod may use NADs of its own namespace (%s) and of globalNamespaces (%s) only; fix: create the NAD in %s, add %s to globalNamespaces, or set \"namespaceIsolation\": false",
-				podKey, s.Key(), pod.Namespace, strings.Join(p.Conf.GlobalNamespaces, ","), pod.Namespace, s.Namespace)
+			return nil, atStep(ReasonNetwork, fmt.Errorf("pod %s: network %s refused by namespaceIsolation (on by default): a pod may use NADs of its own namespace (%s) and of globalNamespaces (%s) only; fix: create the NAD in %s, add %s to globalNamespaces, or set \"namespaceIsolation\": false",
+				podKey, s.Key(), pod.Namespace, strings.Join(p.Conf.GlobalNamespaces, ","), pod.Namespace, s.Namespace))
 		}
 		actx, cancel := context.WithTimeout(ctx, p.Conf.APITimeoutDur)
 		nad, err := p.Source.NAD(actx, s.Namespace, s.Name)
 		cancel()
 		if err != nil {
 			if errors.Is(err, ErrNotFound) {
-				return nil, fmt.Errorf("pod %s: annotation %s names network %s, but NetworkAttachmentDefinition %s does not exist; fix: create it, or correct the name/namespace in the annotation", podKey, NetworksAnnotation, s.Key(), s.Key())
+				return nil, atStep(ReasonNetwork, fmt.Errorf("pod %s: annotation %s names network %s, but NetworkAttachmentDefinition %s does not exist; fix: create it, or correct the name/namespace in the annotation", podKey, NetworksAnnotation, s.Key(), s.Key()))
 			}
-			return nil, fmt.Errorf("pod %s: %w", podKey, err)
+			return nil, atStep(ReasonNetwork, fmt.Errorf("pod %s: %w", podKey, err))
 		}
 		raw, err := nadConfig(nad, p.Conf.ConfDir)
 		if err != nil {
-			return nil, fmt.Errorf("pod %s: %w", podKey, err)
+			return nil, atStep(ReasonNetwork, fmt.Errorf("pod %s: %w", podKey, err))
 		}
 		l, err := confList(raw, nad.Name, p.Conf.CNIVersion)
 		if err != nil {
-			return nil, fmt.Errorf("pod %s: NetworkAttachmentDefinition %s: %w", podKey, s.Key(), err)
+			return nil, atStep(ReasonNetwork, fmt.Errorf("pod %s: NetworkAttachmentDefinition %s: %w", podKey, s.Key(), err))
 		}
 		items = append(items, &item{network: s.Key(), ifname: s.Interface, list: l, resource: nad.Annotations[ResourceNameAnnotation], sel: s})
 	}
 	if err := p.assignDevices(ctx, pod, items); err != nil {
-		return nil, err
+		return nil, atStep(ReasonDevice, err)
 	}
 	out := make([]*Delegate, 0, len(items))
 	for _, it := range items {
@@ -110,7 +110,7 @@ func (p *Plugin) attachments(ctx context.Context, pod *corev1.Pod) ([]*Delegate,
 		}
 		conf, err := injectChain(it.list, d.DeviceID, cniArgs)
 		if err != nil {
-			return nil, fmt.Errorf("pod %s: %w", podKey, err)
+			return nil, atStep(ReasonNetwork, fmt.Errorf("pod %s: %w", podKey, err))
 		}
 		d.Conf = conf
 		out = append(out, d)

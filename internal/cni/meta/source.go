@@ -12,6 +12,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"time"
 
 	nadv1 "github.com/k8snetworkplumbingwg/network-attachment-definition-client/pkg/apis/k8s.cni.cncf.io/v1"
 	nadclient "github.com/k8snetworkplumbingwg/network-attachment-definition-client/pkg/client/clientset/versioned"
@@ -116,15 +117,37 @@ func (k *KubeSource) SetNetworkStatus(ctx context.Context, ns, name string, uid 
 
 // StaticSource reads pods and NADs from a directory of YAML/JSON manifests
 // (multi-document files allowed) and records network-status as files. It is
-// for nodes without API access and for the simulated-node demo.
+// for nodes without API access and for the simulated-node demo. It reads
+// the directory again when its modification time changes (a manifest was
+// created, removed or renamed into place), so one instance serves a
+// long-running daemon while pods come and go.
 type StaticSource struct {
 	Dir       string
 	StatusDir string
 
-	once sync.Once
-	pods map[string]*corev1.Pod
-	nads map[string]*nadv1.NetworkAttachmentDefinition
-	err  error
+	mu     sync.Mutex
+	loaded bool
+	mtime  time.Time
+	pods   map[string]*corev1.Pod
+	nads   map[string]*nadv1.NetworkAttachmentDefinition
+	err    error
+}
+
+// current reloads the manifests when the directory changed since the last
+// read, and returns them.
+func (s *StaticSource) current() (map[string]*corev1.Pod, map[string]*nadv1.NetworkAttachmentDefinition, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	st, err := os.Stat(s.Dir)
+	if err != nil {
+		return nil, nil, fmt.Errorf("static source %s: %w", s.Dir, err)
+	}
+	if !s.loaded || !st.ModTime().Equal(s.mtime) {
+		s.err = nil
+		s.load()
+		s.loaded, s.mtime = true, st.ModTime()
+	}
+	return s.pods, s.nads, s.err
 }
 
 var yamlDocSep = regexp.MustCompile(`(?m)^---\s*$`)
@@ -189,22 +212,22 @@ func (s *StaticSource) load() {
 }
 
 func (s *StaticSource) Pod(_ context.Context, ns, name string) (*corev1.Pod, error) {
-	s.once.Do(s.load)
-	if s.err != nil {
-		return nil, s.err
+	pods, _, err := s.current()
+	if err != nil {
+		return nil, err
 	}
-	if p := s.pods[ns+"/"+name]; p != nil {
+	if p := pods[ns+"/"+name]; p != nil {
 		return p.DeepCopy(), nil
 	}
 	return nil, fmt.Errorf("pod %s/%s in %s: %w", ns, name, s.Dir, ErrNotFound)
 }
 
 func (s *StaticSource) NAD(_ context.Context, ns, name string) (*nadv1.NetworkAttachmentDefinition, error) {
-	s.once.Do(s.load)
-	if s.err != nil {
-		return nil, s.err
+	_, nads, err := s.current()
+	if err != nil {
+		return nil, err
 	}
-	if n := s.nads[ns+"/"+name]; n != nil {
+	if n := nads[ns+"/"+name]; n != nil {
 		return n.DeepCopy(), nil
 	}
 	return nil, fmt.Errorf("NetworkAttachmentDefinition %s/%s in %s: %w", ns, name, s.Dir, ErrNotFound)
@@ -215,17 +238,32 @@ func (s *StaticSource) StatusPath(ns, name string) string {
 	return filepath.Join(s.StatusDir, ns+"_"+name+".json")
 }
 
-func (s *StaticSource) SetNetworkStatus(_ context.Context, ns, name string, _ k8stypes.UID, status []nadv1.NetworkStatus) error {
+// SetNetworkStatus records status for the pod, which must still exist
+// with uid (as the API server's UID precondition does): a pod deleted or
+// recreated meanwhile gets nothing, and the error wraps ErrNotFound.
+func (s *StaticSource) SetNetworkStatus(ctx context.Context, ns, name string, uid k8stypes.UID, status []nadv1.NetworkStatus) error {
+	p, err := s.Pod(ctx, ns, name)
+	if err != nil {
+		return fmt.Errorf("set network-status: %w", err)
+	}
+	if uid != "" && p.UID != "" && p.UID != uid {
+		return fmt.Errorf("set network-status on pod %s/%s: it was recreated (UID %s, not %s): %w", ns, name, p.UID, uid, ErrNotFound)
+	}
 	b, err := json.MarshalIndent(status, "", "    ")
 	if err != nil {
 		return fmt.Errorf("encode network-status: %w", err)
 	}
-	if err := os.MkdirAll(s.StatusDir, 0o755); err != nil {
+	if err := checkStatusName(ns, name); err != nil {
+		return err
+	}
+	if err := fsutil.PrivateDir(s.StatusDir); err != nil {
 		return fmt.Errorf("network-status dir: %w", err)
 	}
 	return writeAtomic(s.StatusPath(ns, name), append(bytes.TrimSpace(b), '\n'))
 }
 
+// writeAtomic writes the plugin's state (cache records, network-status
+// files): root-only, like every state file of rdmanet.
 func writeAtomic(path string, b []byte) error {
-	return fsutil.WriteFileAtomic(path, b, 0o644)
+	return fsutil.WriteFileAtomic(path, b, 0o600)
 }

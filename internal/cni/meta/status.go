@@ -27,7 +27,8 @@ type StatusWriter struct {
 	MaxAge time.Duration
 	// Backoff is the first retry delay, doubled up to 5s (default 100ms).
 	Backoff time.Duration
-	// Observer counts recovered panics (nil: logs only).
+	// Observer counts recovered panics and, when it is a CallObserver,
+	// finished writes with their attempts (nil: logs only).
 	Observer Observer
 
 	mu      sync.Mutex
@@ -95,18 +96,22 @@ func (w *StatusWriter) run(ctx context.Context, containerID, ns, name string, ui
 		switch {
 		case err == nil:
 			w.Log.Debug("network-status written", "pod", ns+"/"+name, "container", containerID, "attempts", attempt, "ms", time.Since(start).Milliseconds())
+			w.observe(StatusWritten, attempt)
 			return
 		case permanentAPIError(err):
 			w.Log.Warn("network-status not written: the pod is gone or was recreated", "pod", ns+"/"+name, "container", containerID, "err", err)
+			w.observe(StatusGone, attempt)
 			return
 		}
 		select {
 		case <-ctx.Done():
 			if errors.Is(ctx.Err(), context.Canceled) {
 				w.Log.Debug("network-status write cancelled (DEL or a newer ADD)", "pod", ns+"/"+name, "container", containerID)
+				w.observe(StatusCancelled, attempt)
 				return
 			}
 			w.Log.Error("network-status NOT written: giving up; the pod runs without the annotation", "pod", ns+"/"+name, "container", containerID, "attempts", attempt, "after", time.Since(start).Round(time.Millisecond), "err", err)
+			w.observe(StatusGaveUp, attempt)
 			return
 		case <-time.After(delay):
 		}
@@ -114,6 +119,12 @@ func (w *StatusWriter) run(ctx context.Context, containerID, ns, name string, ui
 		if delay *= 2; delay > 5*time.Second {
 			delay = 5 * time.Second
 		}
+	}
+}
+
+func (w *StatusWriter) observe(result string, attempts int) {
+	if c := callObserver(w.Observer); c != nil {
+		c.StatusWrite(result, attempts)
 	}
 }
 
@@ -155,7 +166,7 @@ func (w *StatusWriter) Close(ctx context.Context) {
 }
 
 func permanentAPIError(err error) bool {
-	return apierrors.IsNotFound(err) || apierrors.IsConflict(err) || apierrors.IsInvalid(err) ||
+	return errors.Is(err, ErrNotFound) || apierrors.IsNotFound(err) || apierrors.IsConflict(err) || apierrors.IsInvalid(err) ||
 		apierrors.IsForbidden(err) || apierrors.IsBadRequest(err)
 }
 

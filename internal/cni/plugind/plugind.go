@@ -15,6 +15,7 @@ import (
 	"net"
 	"runtime/debug"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/containernetworking/cni/pkg/types"
@@ -22,6 +23,7 @@ import (
 	"github.com/rdmanet/rdmanet/internal/cni/forward"
 	"github.com/rdmanet/rdmanet/internal/cni/meta/wire"
 	"github.com/rdmanet/rdmanet/internal/cni/sockserve"
+	"github.com/rdmanet/rdmanet/internal/telemetry"
 )
 
 // Runner runs one forwarded call (inproc.Exec.Serve).
@@ -51,7 +53,13 @@ type Server struct {
 	// AnswerMargin is kept from a request's timeout so the answer reaches
 	// the plugin before it stops waiting.
 	AnswerMargin time.Duration
+
+	serving atomic.Bool
 }
+
+// Serving reports whether Serve is listening and accepting calls (for the
+// daemon's health endpoints).
+func (s *Server) Serving() bool { return s.serving.Load() }
 
 // Defaults of the zero fields.
 const (
@@ -79,7 +87,9 @@ func (s *Server) Serve(ctx context.Context) error {
 		OnPanic: func(r any) {
 			s.Log.Error("plugin socket: connection panicked", "panic", fmt.Sprint(r), "stack", string(debug.Stack()))
 		}}
+	s.serving.Store(true)
 	drained, err := srv.Serve(ctx, lis)
+	s.serving.Store(false)
 	if !drained {
 		s.Log.Warn("plugin socket: stopping with plugin calls still running", "waited", s.or(s.Drain, DefaultDrain))
 	}
@@ -110,7 +120,8 @@ func (s *Server) handle(req *wire.PluginRequest, readErr error, received time.Ti
 		return wire.PluginResponse{Declined: "bad request: " + readErr.Error()}
 	}
 	cmd := forward.Getenv(req.Env, "CNI_COMMAND")
-	log := s.Log.With("plugin", req.Plugin, "command", cmd, "container", forward.Getenv(req.Env, "CNI_CONTAINERID"), "ifname", forward.Getenv(req.Env, "CNI_IFNAME"))
+	log := s.Log.With(append([]any{"plugin", req.Plugin, "command", cmd, "ifname", forward.Getenv(req.Env, "CNI_IFNAME")},
+		telemetry.CNICallAttrs(forward.Getenv(req.Env, "CNI_CONTAINERID"), forward.Getenv(req.Env, "CNI_ARGS"))...)...)
 	if req.Version != wire.PluginVersion {
 		why := fmt.Sprintf("the daemon speaks plugin protocol v%d, the plugin sent v%d (install rdmanet's plugins and daemon of one release)", wire.PluginVersion, req.Version)
 		log.Warn("plugin call declined", "reason", why)

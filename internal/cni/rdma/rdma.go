@@ -15,6 +15,7 @@ import (
 
 	"github.com/rdmanet/rdmanet/internal/cni/inproc/nsguard"
 	"github.com/rdmanet/rdmanet/internal/cni/verbs"
+	"github.com/rdmanet/rdmanet/internal/fsutil"
 	"github.com/rdmanet/rdmanet/internal/netops"
 	"github.com/rdmanet/rdmanet/internal/sysfs"
 )
@@ -155,13 +156,19 @@ func (p *Plugin) Add(args *skel.CmdArgs) (_ types.Result, err error) {
 	}
 	defer hostNS.Close()
 
+	// the state dir is root-only (0700)
+	if err := fsutil.PrivateDir(p.StateDir); err != nil {
+		return nil, err
+	}
 	lk, err := netops.LockFile(p.lockPath(conf.DeviceID))
 	if err != nil {
 		return nil, err
 	}
 	defer lk.UnlockAndRemove()
 	if r, err := p.read(conf.DeviceID); err == nil {
-		return nil, fmt.Errorf("%w: RDMA device %s of VF %s is in use by container %s (netns %s)", ErrInUse, dev, conf.DeviceID, r.ContainerID, r.Netns)
+		if err := p.reclaim(r, hostNS); err != nil {
+			return nil, err
+		}
 	} else if !errors.Is(err, os.ErrNotExist) {
 		return nil, err
 	}
@@ -192,6 +199,24 @@ func (p *Plugin) Add(args *skel.CmdArgs) (_ types.Result, err error) {
 	}
 	success = true
 	return conf.NetConf.PrevResult, nil
+}
+
+// reclaim handles an RDMA device still recorded for another container.
+// When that container's network namespace is gone, the kernel has returned
+// the device to the host and only the record is left (its DEL is pending):
+// it is checked home and the record removed, under the VF's lock. While
+// the namespace exists, the device is in use and ADD fails.
+func (p *Plugin) reclaim(r *Record, hostNS ns.NetNS) error {
+	if _, err := os.Stat(r.Netns); r.Netns == "" || !errors.Is(err, os.ErrNotExist) {
+		return fmt.Errorf("%w: RDMA device %s of VF %s is in use by container %s (netns %s)", ErrInUse, r.RDMADev, r.DeviceID, r.ContainerID, r.Netns)
+	}
+	if err := p.moveBack(r, hostNS, nil); err != nil {
+		return fmt.Errorf("%w: RDMA device %s of VF %s is still recorded for container %s, whose netns %s is gone: %w", ErrInUse, r.RDMADev, r.DeviceID, r.ContainerID, r.Netns, err)
+	}
+	if err := os.Remove(p.cachePath(r.DeviceID)); err != nil && !os.IsNotExist(err) {
+		return fmt.Errorf("rdma cache: %w", err)
+	}
+	return nil
 }
 
 // moveBack returns the device to the host; podNS nil means the pod netns is gone.

@@ -45,7 +45,16 @@ type Server struct {
 	OnPanic func(value any)
 	// Drain bounds the wait for connections in flight once ctx ends.
 	Drain time.Duration
+	// MaxConns bounds the connections served at once (0: DefaultMaxConns).
+	// Beyond it the server stops accepting: clients wait in the socket's
+	// backlog, within their own deadlines, until a connection ends.
+	MaxConns int
 }
+
+// DefaultMaxConns is far above a node's concurrent CNI calls (kubelet
+// starts a few pods at once; a storm of 200 pods stays below it) and bounds
+// the goroutines and file descriptors a runaway client can take.
+const DefaultMaxConns = 1024
 
 // Serve accepts on lis until ctx ends (it then closes lis and removes the
 // socket file), then waits up to Drain for the connections in flight. It
@@ -56,7 +65,19 @@ func (s *Server) Serve(ctx context.Context, lis net.Listener) (drained bool, err
 		lis.Close()
 	}()
 	var inflight sync.WaitGroup
+	maxConns := s.MaxConns
+	if maxConns <= 0 {
+		maxConns = DefaultMaxConns
+	}
+	slots := make(chan struct{}, maxConns)
 	for {
+		select {
+		case slots <- struct{}{}:
+		case <-ctx.Done():
+		}
+		if ctx.Err() != nil {
+			break
+		}
 		c, aerr := lis.Accept()
 		if aerr != nil {
 			if ctx.Err() == nil {
@@ -67,6 +88,7 @@ func (s *Server) Serve(ctx context.Context, lis net.Listener) (drained bool, err
 		inflight.Add(1)
 		go func() {
 			defer inflight.Done()
+			defer func() { <-slots }()
 			defer c.Close()
 			defer func() {
 				if r := recover(); r != nil && s.OnPanic != nil {

@@ -1,6 +1,7 @@
 package sriov
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -10,6 +11,7 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/containernetworking/cni/pkg/invoke"
 	"github.com/containernetworking/cni/pkg/skel"
 	"github.com/containernetworking/cni/pkg/types"
 	current "github.com/containernetworking/cni/pkg/types/100"
@@ -19,6 +21,7 @@ import (
 
 	"github.com/rdmanet/rdmanet/internal/cni/inproc/nsguard"
 	"github.com/rdmanet/rdmanet/internal/cni/verbs"
+	"github.com/rdmanet/rdmanet/internal/fsutil"
 	"github.com/rdmanet/rdmanet/internal/netops"
 	"github.com/rdmanet/rdmanet/internal/sysfs"
 )
@@ -51,6 +54,9 @@ type IPAM interface {
 	Add(plugin string, stdin []byte) (types.Result, error)
 	Check(plugin string, stdin []byte) error
 	Del(plugin string, stdin []byte) error
+	// DelFor is Del of the attachment of another container and interface
+	// than the call's: a teardown finished for an earlier sandbox.
+	DelFor(plugin string, stdin []byte, containerID, ifName string) error
 }
 
 // ExecIPAM execs the IPAM plugin from CNI_PATH, as plugins do.
@@ -59,6 +65,18 @@ type ExecIPAM struct{}
 func (ExecIPAM) Add(p string, b []byte) (types.Result, error) { return ipam.ExecAdd(p, b) }
 func (ExecIPAM) Check(p string, b []byte) error               { return ipam.ExecCheck(p, b) }
 func (ExecIPAM) Del(p string, b []byte) error                 { return ipam.ExecDel(p, b) }
+
+// DelFor execs the IPAM plugin's DEL with CNI_CONTAINERID and CNI_IFNAME of
+// the given attachment (the rest of the environment as the call's).
+func (ExecIPAM) DelFor(p string, b []byte, containerID, ifName string) error {
+	path, err := invoke.FindInPath(p, filepath.SplitList(os.Getenv("CNI_PATH")))
+	if err != nil {
+		return err
+	}
+	args := &invoke.Args{Command: "DEL", ContainerID: containerID, IfName: ifName,
+		PluginArgsStr: os.Getenv("CNI_ARGS"), Path: os.Getenv("CNI_PATH")}
+	return invoke.ExecPluginWithoutResult(context.Background(), path, b, args, nil)
+}
 
 // Plugin holds what the verbs run over.
 type Plugin struct {
@@ -213,6 +231,10 @@ func (p *Plugin) Add(args *skel.CmdArgs) (_ *current.Result, err error) {
 	}
 	defer hostNS.Close()
 
+	// the state dir is root-only (0700)
+	if err := fsutil.PrivateDir(p.StateDir); err != nil {
+		return nil, err
+	}
 	lk, err := netops.LockFile(p.lockPath(conf.DeviceID))
 	if err != nil {
 		return nil, err
@@ -220,8 +242,9 @@ func (p *Plugin) Add(args *skel.CmdArgs) (_ *current.Result, err error) {
 	defer lk.UnlockAndRemove() // lock files exist only while an ADD or DEL runs
 
 	if r, err := p.readRecord(conf.DeviceID); err == nil {
-		return nil, fmt.Errorf("%w: VF %s is in use by container %s (ifname %s, netns %s); the device plugin must not hand one VF to two pods — check the kubelet checkpoint and the pool",
-			ErrVFInUse, conf.DeviceID, r.ContainerID, r.IfName, r.Netns)
+		if err := p.reclaim(r, hostNS); err != nil {
+			return nil, err
+		}
 	} else if !errors.Is(err, os.ErrNotExist) {
 		return nil, err
 	}
@@ -435,109 +458,6 @@ func (p *Plugin) restoreVF(r *Record) error {
 	if c.MinTxRate != nil || c.MaxTxRate != nil {
 		errs = append(errs, p.VF.SetVFRate(r.PF, r.VFIndex, o.MinTxRate, o.MaxTxRate))
 	}
-	return errors.Join(errs...)
-}
-
-// teardown undoes ADD from the record: IPAM release, netdev back to the
-// host namespace under its original name, MAC and MTU, VF settings back.
-// podNS may be nil (netns gone). Every step tolerates "already undone".
-func (p *Plugin) teardown(r *Record, hostNS, podNS ns.NetNS, stdin []byte) error {
-	var errs []error
-	if r.Conf.IPAMType != "" {
-		if len(stdin) == 0 {
-			stdin = r.Stdin
-		}
-		if err := p.IPAM.Del(r.Conf.IPAMType, stdin); err != nil {
-			errs = append(errs, fmt.Errorf("IPAM plugin %q DEL: %w", r.Conf.IPAMType, err))
-		}
-	}
-	macs := []string{r.PodMAC, r.NetdevMAC, r.Conf.MAC}
-	// find looks for the VF netdev by name (the given order), then by MAC.
-	find := func(names ...string) (netops.Link, error) {
-		for _, n := range names {
-			l, err := netops.LinkByName(n)
-			if err == nil {
-				return l, nil
-			}
-			if !errors.Is(err, netops.ErrLinkNotFound) {
-				return l, err
-			}
-		}
-		for _, m := range macs {
-			if hw, err := net.ParseMAC(m); err == nil {
-				if l, err := netops.LinkByMAC(hw); err == nil && l.Kind != "macvlan" {
-					return l, nil
-				}
-			}
-		}
-		return netops.Link{}, netops.ErrLinkNotFound
-	}
-	movedBack := false
-	if podNS != nil {
-		err := podNS.Do(func(ns.NetNS) error {
-			l, err := find(r.IfName, r.Netdev)
-			if errors.Is(err, netops.ErrLinkNotFound) {
-				return nil
-			}
-			if err != nil {
-				return err
-			}
-			if err := netops.FlushAddrs(l.Name); err != nil {
-				return err
-			}
-			if err := netops.SetLinkDown(l.Name); err != nil {
-				return err
-			}
-			// Take the original name back inside the pod: other VFs return to
-			// the host concurrently, and two "net1" cannot meet there.
-			if err := netops.RenameLink(l.Name, r.Netdev); err != nil {
-				return err
-			}
-			if err := netops.SetLinkNetns(r.Netdev, hostNS); err != nil {
-				return err
-			}
-			movedBack = true
-			return nil
-		})
-		if err != nil {
-			errs = append(errs, fmt.Errorf("move VF netdev out of pod netns %s: %w", r.Netns, err))
-		}
-	}
-	l, err := find(r.Netdev, r.IfName)
-	switch {
-	case err == nil:
-		if l.Name != r.Netdev {
-			if e := netops.SetLinkDown(l.Name); e != nil {
-				errs = append(errs, e)
-			} else if e := netops.RenameLink(l.Name, r.Netdev); e != nil {
-				errs = append(errs, e)
-			}
-		}
-		if hw, e := net.ParseMAC(r.NetdevMAC); e == nil && l.MAC.String() != r.NetdevMAC {
-			errs = append(errs, netops.SetLinkMAC(r.Netdev, hw))
-		}
-		if r.MTU != 0 && l.MTU != r.MTU {
-			errs = append(errs, netops.SetLinkMTU(r.Netdev, r.MTU))
-		}
-		if !movedBack {
-			errs = append(errs, netops.FlushAddrs(r.Netdev))
-		}
-		if r.Up {
-			errs = append(errs, netops.SetLinkUp(r.Netdev))
-		} else {
-			errs = append(errs, netops.SetLinkDown(r.Netdev))
-		}
-	case errors.Is(err, netops.ErrLinkNotFound):
-		if p.Sysfs.Exists(r.DeviceID) {
-			errs = append(errs, fmt.Errorf("VF %s netdev (%s, pod name %s) is in neither the pod nor the host namespace yet; "+
-				"a physical netdev returns to the host when its namespace is destroyed — retry DEL: %w", r.DeviceID, r.Netdev, r.IfName, err))
-		} else {
-			p.warnf("sriov DEL: VF %s no longer exists (VFs re-created?); dropping its cache", r.DeviceID)
-		}
-	default:
-		errs = append(errs, err)
-	}
-	errs = append(errs, p.restoreVF(r))
 	return errors.Join(errs...)
 }
 

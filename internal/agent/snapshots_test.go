@@ -1,0 +1,98 @@
+package agent
+
+import (
+	"context"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/rdmanet/rdmanet/internal/deviceplugin"
+	"github.com/rdmanet/rdmanet/test/sysfsfixture"
+)
+
+// TestSnapshotsHook: Options.Snapshots (the DRA publisher's feed, --dra)
+// sees the first discovery, a health change found by the cheap refresh,
+// and a VF vanishing (rediscovery); refreshes that change nothing do not
+// call it.
+func TestSnapshotsHook(t *testing.T) {
+	const res = "example.com/sriov_rdma"
+	base := t.TempDir()
+	node, err := sysfsfixture.NewStandard(filepath.Join(base, "sys"), sysfsfixture.StandardOptions{RoCEVFs: 4})
+	if err != nil {
+		t.Fatal(err)
+	}
+	dp, cfg := filepath.Join(base, "dp"), filepath.Join(base, "config.json")
+	if err := os.MkdirAll(dp, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(cfg, []byte(seedSriov), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	type seen struct{ devices, unhealthy int }
+	var mu sync.Mutex
+	var calls []seen
+	hook := func(s *Snapshot) {
+		var v seen
+		for _, p := range s.Pools {
+			if p.Resource != res {
+				continue
+			}
+			for _, d := range p.Devices {
+				v.devices++
+				if d.Health != deviceplugin.Healthy {
+					v.unhealthy++
+				}
+			}
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		calls = append(calls, v)
+	}
+	a, err := New(Options{SysfsRoot: node.Root, ConfigPaths: []string{cfg}, PluginDir: dp, DevInfoDir: filepath.Join(base, "devinfo"),
+		NetnsModeFlag: "exclusive", Resync: 20 * time.Millisecond, FullRescan: time.Hour,
+		Logger: slog.New(slog.NewTextHandler(testWriter{t}, nil)), Snapshots: hook})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- a.Run(ctx) }()
+	t.Cleanup(func() { cancel(); <-done })
+
+	// wait: n calls so far, the last seeing want; exact false allows more
+	// (a VF removal is two sysfs writes a refresh may see apart).
+	wait := func(what string, want seen, n int, exact bool) {
+		t.Helper()
+		deadline := time.Now().Add(30 * time.Second)
+		for time.Now().Before(deadline) {
+			mu.Lock()
+			got := append([]seen(nil), calls...)
+			mu.Unlock()
+			if (len(got) == n || !exact && len(got) > n) && got[len(got)-1] == want {
+				return
+			}
+			if exact && len(got) > n {
+				t.Fatalf("%s: %d calls %v, want %d ending with %+v", what, len(got), got, n, want)
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		t.Fatalf("%s: calls %v, want %d ending with %+v", what, calls, n, want)
+	}
+	wait("first discovery", seen{devices: 4}, 1, true)
+	time.Sleep(200 * time.Millisecond) // ten refreshes without a change
+	wait("refreshes without a change", seen{devices: 4}, 1, true)
+	vf1 := sysfsfixture.VFBDF(node.RoCE.BDF, 1)
+	if err := node.SetPortState(node.RDMAByBD[vf1], "1: DOWN"); err != nil {
+		t.Fatal(err)
+	}
+	wait("VF 1 port down", seen{devices: 4, unhealthy: 1}, 2, true)
+	if err := node.SetNumVFs(node.RoCE, 4, 3); err != nil {
+		t.Fatal(err)
+	}
+	wait("VF 3 gone", seen{devices: 3, unhealthy: 1}, 3, false)
+}

@@ -1,0 +1,265 @@
+package controller
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/go-logr/logr"
+	corev1 "k8s.io/api/core/v1"
+	toolscache "k8s.io/client-go/tools/cache"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+
+	"github.com/rdmanet/rdmanet/internal/ipam"
+	"github.com/rdmanet/rdmanet/internal/ipam/gc"
+)
+
+// IPAMGC is the leader's IPAM garbage collector. It runs as a manager
+// Runnable that needs leader election:
+//
+//   - events: a pod seen deleted, or turning Succeeded/Failed, is queued by
+//     (namespace, name, UID); the worker releases every queued pod's
+//     allocations with one gc.ReleasePods pass (one block list per batch,
+//     whatever the number of pods), at any age. Failed passes are retried
+//     with backoff (1 s doubling to 30 s).
+//   - sweeps: gc.Run on start and every SweepInterval, with the library's
+//     grace period and rules (pods deleted while no controller watched,
+//     recreated pods, stale sandboxes, blocks of deleted nodes). It lists pods
+//     from the API server itself, not the cache, and fails closed: when the
+//     pod list cannot be read nothing is released.
+type IPAMGC struct {
+	Store   ipam.Store
+	Cluster gc.Cluster
+	// Informers is the manager's cache; the pod informer feeds the queue.
+	Informers     cache.Informers
+	SweepInterval time.Duration
+	// Grace of the sweep (gc.Options.Grace).
+	Grace time.Duration
+	Log   logr.Logger
+	// Now is the clock of latency measurements (nil: time.Now).
+	Now func() time.Time
+
+	mu      sync.Mutex
+	pending map[gc.PodRef]queued
+	kick    chan struct{}
+}
+
+// queued is a pod waiting for its release.
+type queued struct {
+	reason string
+	seen   time.Time // when the event arrived
+}
+
+// NeedLeaderElection implements manager.LeaderElectionRunnable.
+func (g *IPAMGC) NeedLeaderElection() bool { return true }
+
+func (g *IPAMGC) now() time.Time {
+	if g.Now != nil {
+		return g.Now()
+	}
+	return time.Now()
+}
+
+// podRelease decides, for one pod event, whether the pod's addresses are
+// released now: old is the pod before an update (nil for add and delete
+// events), cur the pod after it (or the deleted pod). It answers the pod's
+// identity and the gc reason, or ok false.
+//
+// Released: a deleted pod, and a pod that is (add) or becomes (update)
+// Succeeded or Failed. Never: a pod without a UID, a hostNetwork pod (no
+// CNI call, no address), a pod never scheduled (no sandbox), a pod only
+// being deleted (deletionTimestamp set: its sandbox still runs through the
+// grace period; it is released when it is gone), an update of a pod that
+// was already terminal (its release was queued then).
+func podRelease(old, cur *corev1.Pod, deleted bool) (gc.PodRef, string, bool) {
+	if cur == nil || cur.UID == "" || cur.Spec.HostNetwork || cur.Spec.NodeName == "" {
+		return gc.PodRef{}, "", false
+	}
+	ref := gc.PodRef{Namespace: cur.Namespace, Name: cur.Name, UID: string(cur.UID)}
+	switch {
+	case deleted:
+		return ref, gc.ReasonPodGone, true
+	case !terminal(cur):
+		return gc.PodRef{}, "", false
+	case old != nil && terminal(old) && old.UID == cur.UID:
+		return gc.PodRef{}, "", false
+	}
+	return ref, gc.ReasonPodDone, true
+}
+
+func terminal(p *corev1.Pod) bool {
+	return p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed
+}
+
+// podOf returns the pod of an informer event object, also from a tombstone.
+func podOf(obj any) *corev1.Pod {
+	if t, ok := obj.(toolscache.DeletedFinalStateUnknown); ok {
+		obj = t.Obj
+	}
+	p, _ := obj.(*corev1.Pod)
+	return p
+}
+
+// enqueue queues a pod's release and wakes the worker.
+func (g *IPAMGC) enqueue(old, cur *corev1.Pod, deleted bool) {
+	ref, reason, ok := podRelease(old, cur, deleted)
+	if !ok {
+		return
+	}
+	g.mu.Lock()
+	if _, dup := g.pending[ref]; !dup || reason == gc.ReasonPodGone {
+		g.pending[ref] = queued{reason: reason, seen: g.now()}
+	}
+	g.mu.Unlock()
+	select {
+	case g.kick <- struct{}{}:
+	default:
+	}
+}
+
+// take empties the queue.
+func (g *IPAMGC) take() map[gc.PodRef]queued {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	out := g.pending
+	g.pending = map[gc.PodRef]queued{}
+	return out
+}
+
+// requeue puts back what a failed pass did not release (newer events win).
+func (g *IPAMGC) requeue(batch map[gc.PodRef]queued) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	for ref, q := range batch {
+		if _, ok := g.pending[ref]; !ok {
+			g.pending[ref] = q
+		}
+	}
+}
+
+// Start implements manager.Runnable: it runs while this replica leads.
+func (g *IPAMGC) Start(ctx context.Context) error {
+	if g.Store == nil || g.Cluster == nil || g.Informers == nil {
+		return errors.New("ipam gc: Store, Cluster and Informers are required")
+	}
+	interval := g.SweepInterval
+	if interval <= 0 {
+		interval = DefaultSweepInterval
+	}
+	g.mu.Lock()
+	g.pending = map[gc.PodRef]queued{}
+	g.kick = make(chan struct{}, 1)
+	g.mu.Unlock()
+
+	// The handler is registered before the informer's first list (when
+	// this call creates the informer), so no pod deleted after that list
+	// is missed; registering on a running informer replays an add for
+	// every cached pod, so terminal pods of before this replica led are
+	// released too. Pods deleted while no replica watched are the sweep's.
+	inf, err := g.Informers.GetInformer(ctx, &corev1.Pod{}, cache.BlockUntilSynced(false))
+	if err != nil {
+		return fmt.Errorf("ipam gc: pod informer: %w", err)
+	}
+	reg, err := inf.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
+		AddFunc:    func(obj any) { g.enqueue(nil, podOf(obj), false) },
+		UpdateFunc: func(o, n any) { g.enqueue(podOf(o), podOf(n), false) },
+		DeleteFunc: func(obj any) { g.enqueue(nil, podOf(obj), true) },
+	})
+	if err != nil {
+		return fmt.Errorf("ipam gc: pod event handler: %w", err)
+	}
+	defer func() { _ = inf.RemoveEventHandler(reg) }()
+	if !toolscache.WaitForCacheSync(ctx.Done(), reg.HasSynced) {
+		return nil // ctx ended
+	}
+	g.Log.Info("watching pods: addresses of deleted and terminal pods are released now", "sweepInterval", interval)
+
+	g.sweep(ctx)
+	sweeps := time.NewTicker(interval)
+	defer sweeps.Stop()
+	const minBackoff, maxBackoff = time.Second, 30 * time.Second
+	backoff := minBackoff
+	var retry <-chan time.Time
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-sweeps.C:
+			g.sweep(ctx)
+			continue
+		case <-g.kick:
+			if retry != nil {
+				continue // a retry is scheduled: it takes the new pods too
+			}
+		case <-retry:
+			retry = nil
+		}
+		if err := g.releaseQueued(ctx); err != nil {
+			if ctx.Err() != nil {
+				return nil
+			}
+			g.Log.Error(err, "releasing the addresses of deleted and terminal pods; retrying", "in", backoff)
+			retry = time.After(backoff)
+			backoff = min(2*backoff, maxBackoff)
+			continue
+		}
+		backoff = minBackoff
+	}
+}
+
+// releaseQueued releases the queued pods' addresses in one pass.
+func (g *IPAMGC) releaseQueued(ctx context.Context) error {
+	batch := g.take()
+	if len(batch) == 0 {
+		return nil
+	}
+	gone := make(map[gc.PodRef]string, len(batch))
+	for ref, q := range batch {
+		gone[ref] = q.reason
+	}
+	rep, err := gc.ReleasePods(ctx, gc.Options{Store: g.Store}, gone)
+	done := g.now()
+	for _, r := range rep.Released {
+		ref := gc.PodRef{Namespace: r.Holder.PodNamespace, Name: r.Holder.PodName, UID: r.Holder.PodUID}
+		latency := done.Sub(batch[ref].seen)
+		gcMetrics.released.WithLabelValues(reasonLabel(r.Reason), "event").Inc()
+		gcMetrics.latency.Observe(latency.Seconds())
+		g.Log.Info("released address", "address", r.Address, "network", r.Network, "block", r.Block,
+			"pod", r.Holder.PodNamespace+"/"+r.Holder.PodName, "podUID", r.Holder.PodUID, "reason", r.Reason, "latency", latency)
+	}
+	if err != nil {
+		gcMetrics.passes.WithLabelValues("event", "error").Inc()
+		// ReleasePods is idempotent: retry the whole batch.
+		g.requeue(batch)
+		return err
+	}
+	gcMetrics.passes.WithLabelValues("event", "ok").Inc()
+	return nil
+}
+
+// sweep runs one full gc.Run pass.
+func (g *IPAMGC) sweep(ctx context.Context) {
+	start := g.now()
+	rep, err := gc.Run(ctx, gc.Options{Store: g.Store, Cluster: g.Cluster, Grace: g.Grace, Now: g.Now})
+	for _, r := range rep.Released {
+		gcMetrics.released.WithLabelValues(reasonLabel(r.Reason), "sweep").Inc()
+		g.Log.Info("released address", "address", r.Address, "network", r.Network, "block", r.Block,
+			"pod", r.Holder.PodNamespace+"/"+r.Holder.PodName, "podUID", r.Holder.PodUID, "container", r.Holder.ContainerID, "reason", r.Reason)
+	}
+	for _, b := range rep.DeletedBlocks {
+		g.Log.Info("deleted the empty block of a deleted node", "block", b)
+	}
+	gcMetrics.deletedBlocks.Add(float64(len(rep.DeletedBlocks)))
+	if err != nil {
+		if ctx.Err() == nil {
+			gcMetrics.passes.WithLabelValues("sweep", "error").Inc()
+			g.Log.Error(err, "IPAM sweep failed (what it released is logged above)")
+		}
+		return
+	}
+	gcMetrics.passes.WithLabelValues("sweep", "ok").Inc()
+	g.Log.V(1).Info("IPAM sweep done", "blocks", rep.Blocks, "allocations", rep.Allocations, "released", len(rep.Released),
+		"kept", rep.Kept, "young", rep.Young, "reserved", rep.Reserved, "deletedBlocks", len(rep.DeletedBlocks), "took", g.now().Sub(start))
+}

@@ -1,0 +1,179 @@
+package dra
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+
+	"github.com/go-logr/logr"
+	resourceapi "k8s.io/api/resource/v1"
+	apiequality "k8s.io/apimachinery/pkg/api/equality"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/dynamic-resource-allocation/resourceslice"
+	"k8s.io/klog/v2"
+
+	"github.com/rdmanet/rdmanet/internal/deviceplugin"
+	"github.com/rdmanet/rdmanet/internal/inventory"
+)
+
+// PublisherOptions configure a Publisher. Every host path is a parameter.
+type PublisherOptions struct {
+	// Client reaches the API server (ResourceSlices; the Node, which owns
+	// the slices so they go when the node goes).
+	Client kubernetes.Interface
+	// NodeName is this node: the slices' spec.nodeName and the DRA pool's name.
+	NodeName string
+	// Topology answers pcieRoot and firmware; default NewSysfsTopology(SysfsRoot).
+	Topology  Topology
+	SysfsRoot string
+	Logger    *slog.Logger
+}
+
+// Publisher keeps the node's ResourceSlices of DriverName in step with the
+// agent's snapshots, through k8s.io/dynamic-resource-allocation's
+// ResourceSlice controller (the one the kubelet plugin helper's
+// PublishResources runs; this publisher needs no kubelet plugin, so it
+// runs the controller itself, owned by the Node as that helper does).
+// One DRA pool per node, named after it; its devices are split into
+// slices of MaxDevicesPerSlice.
+type Publisher struct {
+	o   PublisherOptions
+	log *slog.Logger
+
+	mu   sync.Mutex
+	ctx  context.Context
+	ctrl *resourceslice.Controller
+	last []resourceapi.Device
+	have bool // last was published (an empty list counts)
+	err  error
+}
+
+// NewPublisher validates the options; nothing is published before Start
+// and the first Update.
+func NewPublisher(o PublisherOptions) (*Publisher, error) {
+	if o.Client == nil {
+		return nil, errors.New("dra publisher: no API client")
+	}
+	if o.NodeName == "" {
+		return nil, errors.New("dra publisher: node name is empty; fix: set --node-name (or $NODE_NAME from the pod's spec.nodeName)")
+	}
+	if o.Topology == nil {
+		o.Topology = NewSysfsTopology(o.SysfsRoot)
+	}
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+	return &Publisher{o: o, log: o.Logger.With("driver", DriverName)}, nil
+}
+
+// Start binds the publisher to ctx: the controller runs (from the first
+// Update on) until ctx ends or Stop is called.
+func (p *Publisher) Start(ctx context.Context) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.ctx = ctx
+}
+
+// Update publishes the devices of a snapshot when they differ from what
+// was published last. It does not block on the API server (the controller
+// syncs in the background), so the agent may call it under its lock. A
+// snapshot whose devices cannot be built (a device's PCIe root cannot be
+// resolved: it vanished while being scanned) keeps the previous slices and
+// returns the error; the next rescan publishes again.
+func (p *Publisher) Update(node *inventory.Node, pools []*deviceplugin.Pool) error {
+	devs, err := Devices(node, pools, p.o.Topology)
+	if t, ok := p.o.Topology.(*SysfsTopology); ok {
+		keep := map[string]bool{}
+		for _, f := range node.Functions {
+			keep[f.BDF] = true
+		}
+		t.Forget(keep)
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if err != nil {
+		if p.err == nil || p.err.Error() != err.Error() {
+			p.log.Error("DRA devices not published; keeping the previous ResourceSlices", "err", err)
+		}
+		p.err = err
+		return err
+	}
+	p.err = nil
+	if p.have && apiequality.Semantic.DeepEqual(devs, p.last) {
+		return nil
+	}
+	if p.ctx == nil {
+		return errors.New("dra publisher: Update before Start")
+	}
+	res := p.resources(devs)
+	if p.ctrl == nil {
+		ctx := klog.NewContext(p.ctx, logr.FromSlogHandler(p.log.Handler()))
+		ctrl, err := resourceslice.StartController(ctx, resourceslice.Options{
+			DriverName:   DriverName,
+			KubeClient:   p.o.Client,
+			Owner:        &resourceslice.Owner{APIVersion: "v1", Kind: "Node", Name: p.o.NodeName},
+			Resources:    res,
+			ErrorHandler: p.handleError,
+		})
+		if err != nil {
+			return fmt.Errorf("dra publisher: start ResourceSlice controller: %w", err)
+		}
+		p.ctrl = ctrl
+	} else {
+		p.ctrl.Update(res)
+	}
+	p.log.Info("publishing DRA devices", "node", p.o.NodeName, "devices", len(devs), "tainted", tainted(devs))
+	p.last, p.have = devs, true
+	return nil
+}
+
+func (p *Publisher) resources(devs []resourceapi.Device) *resourceslice.DriverResources {
+	var slices []resourceslice.Slice
+	for _, d := range Slices(devs) {
+		slices = append(slices, resourceslice.Slice{Devices: d})
+	}
+	return &resourceslice.DriverResources{Pools: map[string]resourceslice.Pool{p.o.NodeName: {Slices: slices}}}
+}
+
+func (p *Publisher) handleError(_ context.Context, err error, msg string) {
+	var dropped *resourceslice.DroppedFieldsError
+	if errors.As(err, &dropped) {
+		p.log.Error("the API server dropped fields of rdmanet's ResourceSlices: a DRA feature is disabled in the cluster; "+
+			"shared devices need DRAConsumableCapacity, unhealthy taints DRADeviceTaints (enable them on kube-apiserver and kube-scheduler, or publish exclusive pools only)",
+			"msg", msg, "disabled", dropped.DisabledFeatures(), "err", err)
+		return
+	}
+	p.log.Error("publishing ResourceSlices failed; retrying", "msg", msg, "err", err)
+}
+
+// Published returns the devices last handed to the controller (for
+// reports and tests).
+func (p *Publisher) Published() []resourceapi.Device {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.last
+}
+
+// Stop stops the controller. The slices stay, so an agent restart does
+// not make the node's devices vanish from the scheduler; they go with the
+// Node (owner reference), and docs/dra.md says how to remove them when
+// turning --dra off.
+func (p *Publisher) Stop() {
+	p.mu.Lock()
+	ctrl := p.ctrl
+	p.ctrl = nil
+	p.mu.Unlock()
+	ctrl.Stop()
+}
+
+func tainted(devs []resourceapi.Device) int {
+	n := 0
+	for _, d := range devs {
+		if len(d.Taints) > 0 {
+			n++
+		}
+	}
+	return n
+}

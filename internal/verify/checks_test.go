@@ -1,0 +1,531 @@
+package verify
+
+import (
+	"errors"
+	"fmt"
+	"sort"
+	"strings"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+func otherPodOnNode(name, res string, n string) corev1.Pod {
+	q := corev1.ResourceList{corev1.ResourceName(res): resource.MustParse(n)}
+	return corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "other"},
+		Spec:   corev1.PodSpec{NodeName: testNode, Containers: []corev1.Container{{Name: "c", Resources: corev1.ResourceRequirements{Limits: q}}}},
+		Status: corev1.PodStatus{Phase: corev1.PodRunning}}
+}
+
+func factsFor(pod *corev1.Pod, nads map[string]*NAD, exec map[string]string) *Facts {
+	return &Facts{Pod: pod, Container: "trainer", Node: testNodeObj(),
+		NodePods: []corev1.Pod{*pod, otherPodOnNode("done", "example.com/sriov_rdma", "4"), otherPodOnNode("peer", "example.com/sriov_rdma", "2")},
+		NADs:     nads, Exec: exec}
+}
+
+func exclusiveFacts() *Facts {
+	f := factsFor(exclusivePod(), map[string]*NAD{"ai-training/face-training-rdma": nadFrom(exclusiveNAD())}, exclusiveExec())
+	f.NodePods[1].Status.Phase = corev1.PodSucceeded
+	return f
+}
+
+func sharedFacts() *Facts {
+	return factsFor(sharedPod(), map[string]*NAD{"ai-training/face-training-shared": nadFrom(sharedNAD())}, sharedExec())
+}
+
+func hostFacts() *Facts { return factsFor(hostPod(), map[string]*NAD{}, hostExec()) }
+
+// allOK is every check at OK except those named.
+func allOK(except map[string]Status) map[string]Status {
+	m := map[string]Status{}
+	for _, c := range Catalogue {
+		m[c.ID] = OK
+	}
+	m[IDNCCLLog] = Skip
+	for k, v := range except {
+		m[k] = v
+	}
+	return m
+}
+
+var hostSkips = map[string]Status{IDNADExists: Skip, IDNADResource: Skip, IDNetworkStatus: Skip, IDDeviceInfo: Skip, IDTrainingIf: Skip, IDDefaultRoute: Skip}
+
+func with(m map[string]Status, kv ...any) map[string]Status {
+	out := map[string]Status{}
+	for k, v := range m {
+		out[k] = v
+	}
+	for i := 0; i+1 < len(kv); i += 2 {
+		out[kv[i].(string)] = kv[i+1].(Status)
+	}
+	return out
+}
+
+type runCase struct {
+	name  string
+	facts func() *Facts
+	mode  string
+	want  map[string]Status
+	// evidence holds substrings the named check's evidence (or fix,
+	// after "fix:") must contain.
+	evidence map[string][]string
+}
+
+func runCases() []runCase {
+	return []runCase{
+		{
+			name: "good exclusive pod", facts: exclusiveFacts, mode: ModeExclusive,
+			want: allOK(nil),
+			evidence: map[string][]string{
+				IDNodeResource:  {"node gpu-node-a: example.com/sriov_rdma capacity 8, allocatable 8, allocated 3", "this pod requests 1"},
+				IDDeviceInfo:    {"net1: VF pci-address 0000:3b:02.1, rdma-device mlx5_3"},
+				IDNetworkStatus: {"ai-training/face-training-rdma on net1 with 192.168.100.12"},
+				IDTrainingIf:    {"net1 up with 192.168.100.12"},
+				IDDefaultRoute:  {"default via 10.244.1.1 dev eth0"},
+				IDRDMADevice:    {"exclusive VF device mlx5_3 (net1)"},
+				IDRoCEGID:       {"mlx5_3 port 1: RoCEv2 IPv4 GID index 3 = 192.168.100.12"},
+				IDCapIPCLock:    {"bit 14"},
+				IDNCCLGIDIndex:  {"NCCL_IB_GID_INDEX=3 is the RoCEv2 IPv4 index"},
+			},
+		},
+		{
+			name: "good shared pod", facts: sharedFacts, mode: ModeShared,
+			want:     allOK(map[string]Status{IDDeviceInfo: Skip}),
+			evidence: map[string][]string{IDRoCEGID: {"mlx5_0 port 1: RoCEv2 IPv4 GID index 5 = 192.168.100.21"}, IDNodeResource: {"rdma/hca_shared_devices_a capacity 64, allocatable 64, allocated 1"}},
+		},
+		{
+			name: "good hostNetwork pod", facts: hostFacts, mode: ModeHost,
+			want:     allOK(hostSkips),
+			evidence: map[string][]string{IDRoCEGID: {"index 3 = 192.168.1.10 (ens1f0)"}, IDNCCLSocketIfname: {"NCCL_SOCKET_IFNAME=ens1f0 selects ens1f0"}, IDTrainingIf: {"hostNetwork pod"}},
+		},
+		{
+			name: "NAD deleted after the pod started", mode: ModeExclusive,
+			facts: func() *Facts {
+				f := exclusiveFacts()
+				f.NADs["ai-training/face-training-rdma"] = nil
+				return f
+			},
+			want:     allOK(map[string]Status{IDNADExists: Problem, IDNADResource: Skip}),
+			evidence: map[string][]string{IDNADExists: {"NetworkAttachmentDefinition ai-training/face-training-rdma", "does not exist", "fix: recreate the NAD"}},
+		},
+		{
+			name: "wrong NCCL_SOCKET_IFNAME", mode: ModeExclusive,
+			facts: func() *Facts {
+				f := exclusiveFacts()
+				f.Exec[SecEnv1] = strings.Replace(f.Exec[SecEnv1], "NCCL_SOCKET_IFNAME=net1", "NCCL_SOCKET_IFNAME=eth1", 1)
+				return f
+			},
+			want:     allOK(map[string]Status{IDNCCLSocketIfname: Problem}),
+			evidence: map[string][]string{IDNCCLSocketIfname: {"NCCL_SOCKET_IFNAME=eth1 selects no interface of the pod (has: lo, eth0, net1)", "fix: set NCCL_SOCKET_IFNAME=net1"}},
+		},
+		{
+			name: "no IPC_LOCK and a 64 KiB memlock", mode: ModeExclusive,
+			facts: func() *Facts {
+				f := exclusiveFacts()
+				noIPCLock(f.Pod)
+				f.Exec[SecStatus] = statusDefault
+				f.Exec[SecMemlock] = "64\n"
+				return f
+			},
+			want: allOK(map[string]Status{IDCapIPCLock: Problem, IDMemlock: Problem}),
+			evidence: map[string][]string{
+				IDCapIPCLock: {"CapEff 00000000a80425fb lacks CAP_IPC_LOCK", "fix: add IPC_LOCK to spec.containers[trainer].securityContext.capabilities.add"},
+				IDMemlock:    {"64 KiB without CAP_IPC_LOCK"},
+			},
+		},
+		{
+			name: "memlock limited but CAP_IPC_LOCK lifts it", mode: ModeExclusive,
+			facts: func() *Facts {
+				f := exclusiveFacts()
+				f.Exec[SecMemlock] = "8192\n"
+				return f
+			},
+			want:     allOK(nil),
+			evidence: map[string][]string{IDMemlock: {"8192 KiB, lifted by CAP_IPC_LOCK"}},
+		},
+		{
+			name: "pod without net1", mode: ModeExclusive,
+			facts: func() *Facts {
+				f := exclusiveFacts()
+				f.Exec[SecLink] = strings.Split(f.Exec[SecLink], "47: net1")[0]
+				f.Exec[SecAddr] = strings.Split(f.Exec[SecAddr], "47: net1")[0]
+				f.Exec[SecIB] = "" // the CNI failed before the rdma step: no VF device either
+				return f
+			},
+			want:     allOK(map[string]Status{IDTrainingIf: Problem, IDRDMADevice: Problem, IDNCCLSocketIfname: Problem, IDNCCLIBHCA: Problem, IDRoCEGID: Skip, IDNCCLGIDIndex: Skip}),
+			evidence: map[string][]string{IDTrainingIf: {"the pod has no net1 (interfaces: lo, eth0)"}},
+		},
+		{
+			name: "pod without the networks annotation", mode: ModeExclusive,
+			facts: func() *Facts {
+				f := exclusiveFacts()
+				delete(f.Pod.Annotations, "k8s.v1.cni.cncf.io/networks")
+				delete(f.Pod.Annotations, NetworkStatusAnnotation)
+				f.NADs = map[string]*NAD{}
+				return f
+			},
+			want: allOK(map[string]Status{IDNADExists: Problem, IDNADResource: Skip, IDNetworkStatus: Skip, IDDeviceInfo: Skip, IDTrainingIf: Skip, IDDefaultRoute: Skip}),
+		},
+		{
+			name: "default route via net1", mode: ModeExclusive,
+			facts: func() *Facts {
+				f := exclusiveFacts()
+				f.Exec[SecRoute] = "default via 192.168.100.1 dev net1 \n10.244.1.0/24 dev eth0 scope link  src 10.244.1.5 \n192.168.100.0/24 dev net1 scope link  src 192.168.100.12 \n"
+				return f
+			},
+			want:     allOK(map[string]Status{IDDefaultRoute: Problem}),
+			evidence: map[string][]string{IDDefaultRoute: {"default via 192.168.100.1 dev net1", "fix: drop \"gateway\""}},
+		},
+		{
+			name: "wrong GID index (the RoCEv2 link-local one)", mode: ModeExclusive,
+			facts: func() *Facts {
+				f := exclusiveFacts()
+				f.Exec[SecEnv1] = strings.Replace(f.Exec[SecEnv1], "NCCL_IB_GID_INDEX=3", "NCCL_IB_GID_INDEX=1", 1)
+				return f
+			},
+			want:     allOK(map[string]Status{IDNCCLGIDIndex: Problem}),
+			evidence: map[string][]string{IDNCCLGIDIndex: {"NCCL_IB_GID_INDEX=1 but the RoCEv2 IPv4 GID is at index 3", "fix: set NCCL_IB_GID_INDEX=3"}},
+		},
+		{
+			name: "shared pod with the host's GID index", mode: ModeShared,
+			facts: func() *Facts {
+				f := sharedFacts()
+				f.Exec[SecEnv1] = strings.Replace(f.Exec[SecEnv1], "NCCL_IB_GID_INDEX=5", "NCCL_IB_GID_INDEX=3", 1)
+				return f
+			},
+			want: allOK(map[string]Status{IDDeviceInfo: Skip, IDNCCLGIDIndex: Problem}),
+		},
+		{
+			name: "env exported by the training script wins over the spec's", mode: ModeExclusive,
+			facts: func() *Facts {
+				f := exclusiveFacts()
+				f.Exec[SecEnv] = strings.Replace(f.Exec[SecEnv], "NCCL_IB_GID_INDEX=3", "NCCL_IB_GID_INDEX=0", 1)
+				return f
+			},
+			want: allOK(nil),
+		},
+		{
+			name: "no /proc/1/environ: the exec'd env is checked", mode: ModeExclusive,
+			facts: func() *Facts {
+				f := exclusiveFacts()
+				f.Exec[SecEnv1] = ""
+				f.Exec[SecEnv] = strings.Replace(f.Exec[SecEnv], "NCCL_IB_HCA=mlx5_3", "NCCL_IB_HCA=mlx5_0", 1)
+				return f
+			},
+			want:     allOK(map[string]Status{IDNCCLIBHCA: Problem}),
+			evidence: map[string][]string{IDNCCLIBHCA: {"NCCL_IB_HCA=mlx5_0 selects no RDMA device of the pod (has: mlx5_3)"}},
+		},
+		{
+			name: "NCCL_IB_DISABLE=1 exported by the training script", mode: ModeExclusive,
+			facts: func() *Facts {
+				f := exclusiveFacts()
+				f.Exec[SecEnv1] += "NCCL_IB_DISABLE=1\n"
+				return f
+			},
+			want: allOK(map[string]Status{IDNCCLTransport: Problem}),
+		},
+		{
+			name: "no RDMA device and no /dev/infiniband in the pod", mode: ModeExclusive,
+			facts: func() *Facts {
+				f := exclusiveFacts()
+				f.Exec[SecIB] = ""
+				f.Exec[SecDevInf] = ""
+				return f
+			},
+			want: allOK(map[string]Status{IDRDMADevice: Problem, IDDevInfiniband: Problem, IDRoCEGID: Skip, IDNCCLGIDIndex: Skip, IDNCCLIBHCA: Problem}),
+			evidence: map[string][]string{
+				IDRDMADevice: {"no RDMA device under /sys/class/infiniband", "exclusive netns mode"},
+			},
+		},
+		{
+			name: "network-status lacks device-info and the NAD its resourceName", mode: ModeExclusive,
+			facts: func() *Facts {
+				f := exclusiveFacts()
+				f.Pod.Annotations[NetworkStatusAnnotation] = strings.Replace(exclusiveStatus, `,"device-info":{"type":"pci","version":"1.1.0","pci":{"pci-address":"0000:3b:02.1","rdma-device":"mlx5_3"}}`, "", 1)
+				n := exclusiveNAD()
+				delete(n["metadata"].(map[string]any)["annotations"].(map[string]any), "k8s.v1.cni.cncf.io/resourceName")
+				f.NADs["ai-training/face-training-rdma"] = nadFrom(n)
+				return f
+			},
+			want: allOK(map[string]Status{IDDeviceInfo: Problem, IDNADResource: Problem}),
+		},
+		{
+			name: "network-status without the NAD's entry", mode: ModeExclusive,
+			facts: func() *Facts {
+				f := exclusiveFacts()
+				f.Pod.Annotations[NetworkStatusAnnotation] = `[{"name":"k8s-pod-network","interface":"eth0","ips":["10.244.1.5"],"default":true}]`
+				return f
+			},
+			want:     allOK(map[string]Status{IDNetworkStatus: Problem, IDDeviceInfo: Skip}),
+			evidence: map[string][]string{IDNetworkStatus: {"network-status has no entry for ai-training/face-training-rdma (has: k8s-pod-network)"}},
+		},
+		{
+			name: "node lost the pool", mode: ModeExclusive,
+			facts: func() *Facts {
+				f := exclusiveFacts()
+				f.Node.Status.Allocatable["example.com/sriov_rdma"] = resource.MustParse("0")
+				return f
+			},
+			want: allOK(map[string]Status{IDNodeResource: Problem}),
+		},
+		{
+			name: "node does not offer the resource", mode: ModeExclusive,
+			facts: func() *Facts {
+				f := exclusiveFacts()
+				f.Node = &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: testNode}}
+				return f
+			},
+			want:     allOK(map[string]Status{IDNodeResource: Problem}),
+			evidence: map[string][]string{IDNodeResource: {"does not offer example.com/sriov_rdma at all"}},
+		},
+		{
+			name: "exec refused", mode: ModeExclusive,
+			facts: func() *Facts {
+				f := exclusiveFacts()
+				f.Exec, f.ExecErr = nil, errors.New("pods \"face-trainer-0\" is forbidden: cannot create resource \"pods/exec\"")
+				return f
+			},
+			want: map[string]Status{IDNodeResource: OK, IDNADExists: OK, IDNADResource: OK, IDNetworkStatus: OK, IDDeviceInfo: OK, IDExec: Unknown, IDNCCLLog: Skip},
+		},
+		{
+			name: "pending pod", mode: ModeExclusive,
+			facts: func() *Facts {
+				f := exclusiveFacts()
+				f.Pod.Spec.NodeName = ""
+				f.Pod.Status.Phase = corev1.PodPending
+				delete(f.Pod.Annotations, NetworkStatusAnnotation)
+				f.Exec, f.ExecErr = nil, errors.New("pod is Pending, not Running")
+				return f
+			},
+			want:     map[string]Status{IDNodeResource: Problem, IDNADExists: OK, IDNADResource: OK, IDNetworkStatus: Problem, IDDeviceInfo: Skip, IDExec: Unknown, IDNCCLLog: Skip},
+			evidence: map[string][]string{IDExec: {"fix: the pod is Pending"}},
+		},
+		{
+			name: "NCCL log shows NET/IB", mode: ModeExclusive,
+			facts: func() *Facts {
+				f := exclusiveFacts()
+				f.LogsWanted, f.Logs = true, ibLog
+				return f
+			},
+			want:     allOK(map[string]Status{IDNCCLLog: OK}),
+			evidence: map[string][]string{IDNCCLLog: {"NCCL used NET/IB", "mlx5_3:1", "GPUDirect RDMA yes"}},
+		},
+		{
+			name: "NCCL log shows the socket fallback", mode: ModeExclusive,
+			facts: func() *Facts {
+				f := exclusiveFacts()
+				f.LogsWanted, f.Logs = true, socketLog
+				return f
+			},
+			want:     allOK(map[string]Status{IDNCCLLog: Problem}),
+			evidence: map[string][]string{IDNCCLLog: {"transport Socket"}},
+		},
+		{
+			name: "NCCL log without NET lines", mode: ModeExclusive,
+			facts: func() *Facts {
+				f := exclusiveFacts()
+				f.LogsWanted, f.Logs = true, "epoch 1 loss 0.42\n"
+				return f
+			},
+			want: allOK(map[string]Status{IDNCCLLog: Unknown}),
+		},
+		{
+			name: "NCCL log unreadable", mode: ModeExclusive,
+			facts: func() *Facts {
+				f := exclusiveFacts()
+				f.LogsWanted, f.LogsErr = true, errors.New("forbidden")
+				return f
+			},
+			want: allOK(map[string]Status{IDNCCLLog: Unknown}),
+		},
+		{
+			name: "shared pod: no RoCEv2 GID for net1's address", mode: ModeShared,
+			facts: func() *Facts {
+				f := sharedFacts()
+				f.Exec[SecIB] = strings.Split(f.Exec[SecIB], "gid mlx5_0 1 4")[0]
+				return f
+			},
+			want:     allOK(map[string]Status{IDDeviceInfo: Skip, IDRoCEGID: Problem, IDNCCLGIDIndex: Skip}),
+			evidence: map[string][]string{IDRoCEGID: {"no RoCEv2 GID carries net1's address 192.168.100.21 (RoCEv2 IPv4 GIDs: 3=192.168.1.10)"}},
+		},
+		{
+			name: "InfiniBand port: no GID index", mode: ModeExclusive,
+			facts: func() *Facts {
+				f := exclusiveFacts()
+				f.Exec[SecIB] = "dev mlx5_3 net1\nport mlx5_3 1 InfiniBand 4: ACTIVE\ngid mlx5_3 1 0 fe80:0000:0000:0000:0c42:a103:0065:2f10 net1 IB/RoCE v1\n"
+				return f
+			},
+			want: allOK(map[string]Status{IDRoCEGID: Skip, IDNCCLGIDIndex: Skip}),
+		},
+		{
+			name: "training interface down", mode: ModeExclusive,
+			facts: func() *Facts {
+				f := exclusiveFacts()
+				f.Exec[SecLink] = strings.Replace(f.Exec[SecLink], "47: net1: <BROADCAST,MULTICAST,UP,LOWER_UP>", "47: net1: <BROADCAST,MULTICAST>", 1)
+				return f
+			},
+			want:     allOK(map[string]Status{IDTrainingIf: Problem}),
+			evidence: map[string][]string{IDTrainingIf: {"net1 is down"}},
+		},
+		{
+			name: "pod requests no RDMA resource", mode: ModeExclusive,
+			facts: func() *Facts {
+				f := exclusiveFacts()
+				delete(f.Pod.Spec.Containers[1].Resources.Limits, "example.com/sriov_rdma")
+				delete(f.Pod.Spec.Containers[1].Resources.Requests, "example.com/sriov_rdma")
+				return f
+			},
+			want: allOK(map[string]Status{IDNodeResource: Problem, IDNADResource: Problem}),
+		},
+		{
+			name: "NCCL_IB_DISABLE=1 in the pod spec", mode: ModeTCP,
+			facts: func() *Facts {
+				f := exclusiveFacts()
+				c := &f.Pod.Spec.Containers[1]
+				c.Env = append(c.Env, corev1.EnvVar{Name: "NCCL_IB_DISABLE", Value: "1"})
+				f.Exec[SecEnv1] += "NCCL_IB_DISABLE=1\n"
+				return f
+			},
+			want: allOK(map[string]Status{IDNCCLTransport: Problem, IDDeviceInfo: Skip}),
+		},
+	}
+}
+
+func TestRun(t *testing.T) {
+	for _, tt := range runCases() {
+		t.Run(tt.name, func(t *testing.T) {
+			rep := Run(tt.facts())
+			if rep.Mode != tt.mode {
+				t.Errorf("mode %q, want %q (evidence %q)", rep.Mode, tt.mode, rep.ModeEvidence)
+			}
+			got := map[string]Status{}
+			for _, c := range rep.Checks {
+				if _, dup := got[c.ID]; dup {
+					t.Errorf("check %s reported twice", c.ID)
+				}
+				got[c.ID] = c.Status
+				if (c.Status == Problem || c.Status == Unknown) && c.Evidence == "" {
+					t.Errorf("%s %s without evidence", c.ID, c.Status)
+				}
+				if c.Status == Problem && c.Fix == "" {
+					t.Errorf("%s problem without a fix: %s", c.ID, c.Evidence)
+				}
+			}
+			if diff := statusDiff(got, tt.want); diff != "" {
+				t.Errorf("statuses differ (got vs want):\n%s\nchecks:\n%s", diff, dump(rep))
+			}
+			for id, subs := range tt.evidence {
+				var text string
+				for _, c := range rep.Checks {
+					if c.ID == id {
+						text = c.Evidence + " fix: " + c.Fix
+					}
+				}
+				for _, s := range subs {
+					if !strings.Contains(text, s) {
+						t.Errorf("%s: %q does not contain %q", id, text, s)
+					}
+				}
+			}
+			wantRes := OK
+			for _, s := range tt.want {
+				if s == Unknown {
+					wantRes = Unknown
+				}
+			}
+			for _, s := range tt.want {
+				if s == Problem {
+					wantRes = Problem
+				}
+			}
+			if rep.Summary.Result != string(wantRes) {
+				t.Errorf("result %q, want %q", rep.Summary.Result, wantRes)
+			}
+		})
+	}
+}
+
+// TestCatalogueCoverage fails when a check of the catalogue lacks a case
+// where it is OK or one where it is not (problem, or unknown for exec).
+func TestCatalogueCoverage(t *testing.T) {
+	seen := map[string]map[Status]bool{}
+	for _, tt := range runCases() {
+		for id, st := range tt.want {
+			if seen[id] == nil {
+				seen[id] = map[Status]bool{}
+			}
+			seen[id][st] = true
+		}
+	}
+	for _, c := range Catalogue {
+		t.Run(c.ID, func(t *testing.T) {
+			if !seen[c.ID][OK] {
+				t.Errorf("no TestRun case where %s is ok", c.ID)
+			}
+			if !seen[c.ID][Problem] && !seen[c.ID][Unknown] {
+				t.Errorf("no TestRun case where %s finds a problem", c.ID)
+			}
+		})
+	}
+}
+
+func statusDiff(got, want map[string]Status) string {
+	keys := map[string]bool{}
+	for k := range got {
+		keys[k] = true
+	}
+	for k := range want {
+		keys[k] = true
+	}
+	var out []string
+	for k := range keys {
+		if got[k] != want[k] {
+			out = append(out, fmt.Sprintf("  %s: %q vs %q", k, got[k], want[k]))
+		}
+	}
+	sort.Strings(out)
+	return strings.Join(out, "\n")
+}
+
+func dump(r *Report) string {
+	var b strings.Builder
+	for _, c := range r.Checks {
+		fmt.Fprintf(&b, "  %s %s %s: %s\n", c.Layer, c.ID, c.Status, c.Evidence)
+	}
+	return b.String()
+}
+
+// TestCatalogueOrder checks that Run reports checks in catalogue order and
+// layers in Layers order.
+func TestCatalogueOrder(t *testing.T) {
+	tests := []struct {
+		name  string
+		facts func() *Facts
+	}{
+		{"exclusive", exclusiveFacts},
+		{"host", hostFacts},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			rep := Run(tt.facts())
+			pos := map[string]int{}
+			layer := map[string]string{}
+			for i, c := range Catalogue {
+				pos[c.ID] = i
+				layer[c.ID] = c.Layer
+			}
+			last := -1
+			for _, c := range rep.Checks {
+				if pos[c.ID] < last {
+					t.Errorf("check %s out of catalogue order", c.ID)
+				}
+				last = pos[c.ID]
+				if layer[c.ID] != c.Layer {
+					t.Errorf("check %s in layer %s, catalogue says %s", c.ID, c.Layer, layer[c.ID])
+				}
+			}
+		})
+	}
+}
