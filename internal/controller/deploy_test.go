@@ -17,6 +17,7 @@ import (
 	"strings"
 	"testing"
 
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	appsv1 "k8s.io/api/apps/v1"
 	authzv1 "k8s.io/api/authorization/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -65,6 +66,7 @@ func TestDeployManifests(t *testing.T) {
 	dry := metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}, FieldValidation: "Strict"}
 	var deploy *appsv1.Deployment
 	var svc *corev1.Service
+	webhookConfigs := 0
 	for _, file := range kustomization(t) {
 		for _, doc := range docs(t, file) {
 			switch kind := kindOf(doc); kind {
@@ -84,6 +86,29 @@ func TestDeployManifests(t *testing.T) {
 				if _, err := e.admin.CoreV1().Services(svc.Namespace).Create(ctx, svc, dry); err != nil {
 					t.Fatalf("%s: the API server refuses the Service: %v", file, err)
 				}
+			case "MutatingWebhookConfiguration", "ValidatingWebhookConfiguration":
+				if file != "webhooks.yaml" {
+					t.Errorf("%s: %s belongs in webhooks.yaml (generated: go test ./internal/webhook -run TestManifestsUpToDate -update)", file, kind)
+				}
+				webhookConfigs++
+				// Generated from the webhook package's Go types and checked
+				// against them by TestManifestsUpToDate; the API server
+				// checks them here.
+				var err error
+				if kind == "MutatingWebhookConfiguration" {
+					var m admissionregistrationv1.MutatingWebhookConfiguration
+					if err = yaml.UnmarshalStrict(doc, &m); err == nil {
+						_, err = e.admin.AdmissionregistrationV1().MutatingWebhookConfigurations().Create(ctx, &m, dry)
+					}
+				} else {
+					var v admissionregistrationv1.ValidatingWebhookConfiguration
+					if err = yaml.UnmarshalStrict(doc, &v); err == nil {
+						_, err = e.admin.AdmissionregistrationV1().ValidatingWebhookConfigurations().Create(ctx, &v, dry)
+					}
+				}
+				if err != nil {
+					t.Fatalf("%s: the API server refuses the %s: %v", file, kind, err)
+				}
 			case "ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding":
 				if file != "rbac.yaml" {
 					t.Errorf("%s: %s belongs in rbac.yaml", file, kind)
@@ -93,6 +118,9 @@ func TestDeployManifests(t *testing.T) {
 				t.Errorf("%s: unexpected kind %q", file, kind)
 			}
 		}
+	}
+	if webhookConfigs != 2 {
+		t.Errorf("deploy/controller has %d webhook configurations, want the mutating and the validating one (webhooks.yaml)", webhookConfigs)
 	}
 	if deploy == nil || svc == nil {
 		t.Fatalf("deploy/controller has no Deployment (%v) or Service (%v)", deploy != nil, svc != nil)
@@ -163,6 +191,9 @@ func TestDeployManifests(t *testing.T) {
 	}
 	if !tolerated {
 		t.Error("the Deployment does not tolerate control-plane nodes")
+	}
+	if !o.Webhooks || ports["webhook"] != int32(o.WebhookPort) {
+		t.Errorf("Deployment serves webhooks=%t on %d, its container port webhook is %d", o.Webhooks, o.WebhookPort, ports["webhook"])
 	}
 	// The Service reaches the webhook port.
 	if len(svc.Spec.Ports) != 1 || svc.Spec.Ports[0].Port != 443 || ports[svc.Spec.Ports[0].TargetPort.StrVal] != 9443 {

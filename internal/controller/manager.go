@@ -13,6 +13,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"path/filepath"
 	"strconv"
 	"time"
 
@@ -29,11 +30,12 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/config"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
-	"sigs.k8s.io/controller-runtime/pkg/webhook"
+	crwebhook "sigs.k8s.io/controller-runtime/pkg/webhook"
 
 	"github.com/rdmanet/rdmanet/internal/ipam"
 	"github.com/rdmanet/rdmanet/internal/ipam/gc"
 	"github.com/rdmanet/rdmanet/internal/telemetry"
+	"github.com/rdmanet/rdmanet/internal/webhook"
 )
 
 // Names of the objects the controller uses in its namespace.
@@ -51,6 +53,7 @@ const (
 	DefaultSweepInterval = 10 * time.Minute
 	DefaultMetricsAddr   = ":8080"
 	DefaultHealthAddr    = ":8081"
+	DefaultWebhookPort   = 9443
 	DefaultLeaseDuration = 15 * time.Second
 	DefaultRenewDeadline = 10 * time.Second
 	DefaultRetryPeriod   = 2 * time.Second
@@ -69,6 +72,11 @@ type Options struct {
 	LogLevel      string        // --log-level
 	SweepInterval time.Duration // --sweep-interval
 	Version       bool          // --version: print and exit (main does it)
+	// The admission webhooks (internal/webhook, docs/webhook.md).
+	Webhooks    bool   // --webhooks: serve /mutate-pod and /validate-pod
+	WebhookPort int    // --webhook-port: the webhook server's TLS port
+	CertDir     string // --cert-dir: the serving key pair (tls.crt, tls.key)
+	ManageCerts bool   // --manage-certs: own CA, Secret and caBundle (false: cert-manager)
 
 	// Namespace of the Lease and the agent ConfigMap ("" = DefaultNamespace).
 	Namespace string
@@ -91,7 +99,7 @@ type Options struct {
 	// WebhookServer is the manager's webhook server (nil: controller-runtime's
 	// default, port 9443, certificates in /tmp/k8s-webhook-server/serving-certs,
 	// started only when a Setup registers a webhook).
-	WebhookServer webhook.Server
+	WebhookServer crwebhook.Server
 }
 
 // ErrHelp is returned by ParseFlags for -h/--help (the usage is printed).
@@ -110,6 +118,10 @@ func ParseFlags(args []string, output io.Writer) (Options, error) {
 	fs.StringVar(&o.LogFormat, "log-format", telemetry.LogText, "log format on stderr: text or json")
 	fs.StringVar(&o.LogLevel, "log-level", "info", "debug, info, warn or error")
 	fs.DurationVar(&o.SweepInterval, "sweep-interval", DefaultSweepInterval, "how often the leader runs a full IPAM garbage collection sweep (addresses of pods deleted while no controller was watching, blocks of deleted nodes; allocations younger than 10m are kept). Deleted and terminal pods are released at once, not by the sweep")
+	fs.BoolVar(&o.Webhooks, "webhooks", true, "serve the admission webhooks "+webhook.MutatePath+" (opt-in pods get what their RDMA mode needs) and "+webhook.ValidatePath+" (the kubectl rdma lint rules; errors deny) on every replica; docs/webhook.md")
+	fs.IntVar(&o.WebhookPort, "webhook-port", DefaultWebhookPort, "TLS port of the webhook server (the Service "+webhook.DefaultServiceName+" targets it)")
+	fs.StringVar(&o.CertDir, "cert-dir", webhook.DefaultCertDir, "directory of the webhook server's tls.crt and tls.key (with --manage-certs the controller writes them there)")
+	fs.BoolVar(&o.ManageCerts, "manage-certs", true, "create and rotate a self-signed CA and serving certificate (Secret "+webhook.DefaultNamespace+"/"+webhook.DefaultSecretName+") and patch its CA into the webhook configurations; false when cert-manager's CA injector provides them (mount its Secret at --cert-dir)")
 	fs.BoolVar(&o.Version, "version", false, "print the version and exit")
 	fs.Usage = func() {
 		fmt.Fprint(fs.Output(), `rdmanet-controller runs rdmanet's cluster-wide loops (docs/controller.md):
@@ -120,6 +132,11 @@ func ParseFlags(args []string, output io.Writer) (Options, error) {
     (rdmanet-system/rdmanet-agent-config) the node serves, and
     rdmanet.io/rdma-netns-mode from the node's annotation of that name.
 Only the leader acts (Lease rdmanet-system/rdmanet-controller).
+Every replica serves the admission webhooks (--webhooks): a pod annotated
+rdmanet.io/network=<namespace>/<nad> gets the networks annotation, the NAD's
+resource, IPC_LOCK and NCCL environment; pods that break an error-level
+kubectl rdma lint rule are denied with the rule, the field and the fix
+(docs/webhook.md).
 
 Usage:
   rdmanet-controller [flags]
@@ -153,6 +170,12 @@ func (o Options) Validate() error {
 		if err := checkAddr(a.addr); err != nil {
 			errs = append(errs, fmt.Errorf("%s=%q: %w; fix: give host:port (e.g. :8080) or 0 to turn it off", a.flag, a.addr, err))
 		}
+	}
+	if o.Webhooks && (o.WebhookPort < 1 || o.WebhookPort > 65535) {
+		errs = append(errs, fmt.Errorf("--webhook-port=%d: must be from 1 to 65535; fix: e.g. --webhook-port=%d (the Service's targetPort)", o.WebhookPort, DefaultWebhookPort))
+	}
+	if o.Webhooks && !filepath.IsAbs(o.CertDir) {
+		errs = append(errs, fmt.Errorf("--cert-dir=%q: must be an absolute path; fix: e.g. --cert-dir=%s", o.CertDir, webhook.DefaultCertDir))
 	}
 	if o.MetricsAddr != "0" && o.MetricsAddr == o.HealthAddr {
 		errs = append(errs, fmt.Errorf("--metrics-addr and --health-addr are both %q; fix: give them different ports", o.MetricsAddr))
@@ -247,7 +270,7 @@ func NewManager(o Options) (ctrl.Manager, error) {
 		RetryPeriod:                   orDefault(o.RetryPeriod, DefaultRetryPeriod),
 		Metrics:                       metricsserver.Options{BindAddress: metricsAddr},
 		HealthProbeBindAddress:        healthAddr,
-		WebhookServer:                 o.WebhookServer,
+		WebhookServer:                 o.webhookServer(),
 		// The binary builds one manager; tests build several in one
 		// process, which the global unique-name check would refuse.
 		Controller: config.Controller{SkipNameValidation: &skipNameValidation},
@@ -293,12 +316,26 @@ func NewManager(o Options) (ctrl.Manager, error) {
 	if err := (&NodeLabeler{Namespace: ns, Recorder: mgr.GetEventRecorder(LeaseName)}).SetupWithManager(mgr); err != nil {
 		return nil, fmt.Errorf("rdmanet-controller: node labeler: %w", err)
 	}
+	if o.Webhooks {
+		if err := webhook.Setup(mgr, webhook.Options{ManageCerts: o.ManageCerts, Namespace: ns, CertDir: o.CertDir}); err != nil {
+			return nil, fmt.Errorf("rdmanet-controller: webhooks: %w", err)
+		}
+	}
 	for i, setup := range o.Setup {
 		if err := setup(mgr); err != nil {
 			return nil, fmt.Errorf("rdmanet-controller: setup %d: %w", i, err)
 		}
 	}
 	return mgr, nil
+}
+
+// webhookServer is o.WebhookServer, or with --webhooks one on
+// --webhook-port reading --cert-dir.
+func (o Options) webhookServer() crwebhook.Server {
+	if o.WebhookServer != nil || !o.Webhooks {
+		return o.WebhookServer
+	}
+	return crwebhook.NewServer(crwebhook.Options{Port: o.WebhookPort, CertDir: o.CertDir})
 }
 
 // Run builds the manager and runs it until ctx ends.

@@ -9,7 +9,8 @@ import (
 )
 
 func TestParseFlags(t *testing.T) {
-	defaults := Options{LeaderElect: true, MetricsAddr: DefaultMetricsAddr, HealthAddr: DefaultHealthAddr, LogFormat: "text", LogLevel: "info", SweepInterval: DefaultSweepInterval}
+	defaults := Options{LeaderElect: true, MetricsAddr: DefaultMetricsAddr, HealthAddr: DefaultHealthAddr, LogFormat: "text", LogLevel: "info", SweepInterval: DefaultSweepInterval,
+		Webhooks: true, WebhookPort: DefaultWebhookPort, CertDir: "/tmp/k8s-webhook-server/serving-certs", ManageCerts: true}
 	tests := []struct {
 		name    string
 		args    []string
@@ -19,8 +20,15 @@ func TestParseFlags(t *testing.T) {
 		{name: "defaults", want: defaults},
 		{
 			name: "every flag",
-			args: []string{"--kubeconfig=/k", "--leader-elect=false", "--metrics-addr=127.0.0.1:9000", "--health-addr=[::1]:9001", "--log-format=json", "--log-level=debug", "--sweep-interval=30s"},
-			want: Options{Kubeconfig: "/k", MetricsAddr: "127.0.0.1:9000", HealthAddr: "[::1]:9001", LogFormat: "json", LogLevel: "debug", SweepInterval: 30 * time.Second},
+			args: []string{"--kubeconfig=/k", "--leader-elect=false", "--metrics-addr=127.0.0.1:9000", "--health-addr=[::1]:9001", "--log-format=json", "--log-level=debug", "--sweep-interval=30s",
+				"--webhook-port=10250", "--cert-dir=/certs", "--manage-certs=false"},
+			want: Options{Kubeconfig: "/k", MetricsAddr: "127.0.0.1:9000", HealthAddr: "[::1]:9001", LogFormat: "json", LogLevel: "debug", SweepInterval: 30 * time.Second,
+				Webhooks: true, WebhookPort: 10250, CertDir: "/certs"},
+		},
+		{
+			name: "webhooks off: their flags are not checked",
+			args: []string{"--webhooks=false", "--webhook-port=0", "--cert-dir=relative"},
+			want: func() Options { o := defaults; o.Webhooks, o.WebhookPort, o.CertDir = false, 0, "relative"; return o }(),
 		},
 		{
 			name: "endpoints off",
@@ -33,6 +41,8 @@ func TestParseFlags(t *testing.T) {
 		{name: "sweep too often", args: []string{"--sweep-interval=1s"}, wantErr: []string{"--sweep-interval=1s", "at least 10s", "fix:"}},
 		{name: "address without port", args: []string{"--metrics-addr=localhost"}, wantErr: []string{`--metrics-addr="localhost"`, "fix:"}},
 		{name: "port out of range", args: []string{"--health-addr=:70000"}, wantErr: []string{`--health-addr=":70000"`, "0 to 65535"}},
+		{name: "webhook port out of range", args: []string{"--webhook-port=0"}, wantErr: []string{"--webhook-port=0", "1 to 65535", "fix:"}},
+		{name: "relative cert dir", args: []string{"--cert-dir=certs"}, wantErr: []string{`--cert-dir="certs"`, "absolute", "fix:"}},
 		{name: "same port twice", args: []string{"--metrics-addr=:9000", "--health-addr=:9000"}, wantErr: []string{"both", "different ports"}},
 		{name: "two errors at once", args: []string{"--log-format=xml", "--sweep-interval=0s"}, wantErr: []string{"--log-format", "--sweep-interval"}},
 		{name: "positional argument", args: []string{"run"}, wantErr: []string{`unexpected argument "run"`}},
@@ -58,7 +68,8 @@ func TestParseFlags(t *testing.T) {
 			}
 			if got.Kubeconfig != tc.want.Kubeconfig || got.LeaderElect != tc.want.LeaderElect || got.MetricsAddr != tc.want.MetricsAddr ||
 				got.HealthAddr != tc.want.HealthAddr || got.LogFormat != tc.want.LogFormat || got.LogLevel != tc.want.LogLevel ||
-				got.SweepInterval != tc.want.SweepInterval || got.Version != tc.want.Version {
+				got.SweepInterval != tc.want.SweepInterval || got.Version != tc.want.Version || got.Webhooks != tc.want.Webhooks ||
+				got.WebhookPort != tc.want.WebhookPort || got.CertDir != tc.want.CertDir || got.ManageCerts != tc.want.ManageCerts {
 				t.Errorf("ParseFlags(%q) = %+v, want %+v", tc.args, got, tc.want)
 			}
 		})

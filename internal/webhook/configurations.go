@@ -132,7 +132,7 @@ func Configurations(o ConfigOptions) (*admissionregistrationv1.MutatingWebhookCo
 }
 
 // ConfigurationsYAML renders Configurations as a two-document YAML stream
-// (internal/webhook/manifests/webhooks.yaml is this for the defaults).
+// (deploy/controller/webhooks.yaml is this for the defaults).
 func ConfigurationsYAML(o ConfigOptions) ([]byte, error) {
 	m, v, err := Configurations(o)
 	if err != nil {

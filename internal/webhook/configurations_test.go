@@ -12,9 +12,10 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
-var update = flag.Bool("update", false, "rewrite internal/webhook/manifests/webhooks.yaml")
+var update = flag.Bool("update", false, "rewrite deploy/controller/webhooks.yaml")
 
-const manifestFile = "manifests/webhooks.yaml"
+// manifestFile is the configurations deploy/controller installs.
+const manifestFile = "../../deploy/controller/webhooks.yaml"
 
 func TestManifestsUpToDate(t *testing.T) {
 	want, err := ConfigurationsYAML(DefaultConfigOptions())

@@ -29,10 +29,13 @@ import (
 
 const controllerSA = "system:serviceaccount:rdmanet-system:rdmanet-controller"
 
-// applyRBAC creates the objects of manifests/rbac.yaml.
+// rbacFile is the controller's RBAC as deploy/controller installs it.
+const rbacFile = "../../deploy/controller/rbac.yaml"
+
+// applyRBAC creates the objects of rbacFile.
 func applyRBAC(ctx context.Context, t *testing.T, cs kubernetes.Interface) {
 	t.Helper()
-	data, err := os.ReadFile("manifests/rbac.yaml")
+	data, err := os.ReadFile(rbacFile)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -43,6 +46,11 @@ func applyRBAC(ctx context.Context, t *testing.T, cs kubernetes.Interface) {
 		}
 		var err error
 		switch meta.Kind {
+		case "ServiceAccount":
+			var o corev1.ServiceAccount
+			if err = yaml.UnmarshalStrict([]byte(doc), &o); err == nil {
+				_, err = cs.CoreV1().ServiceAccounts(o.Namespace).Create(ctx, &o, metav1.CreateOptions{})
+			}
 		case "ClusterRole":
 			var o rbacv1.ClusterRole
 			if err = yaml.UnmarshalStrict([]byte(doc), &o); err == nil {
@@ -64,16 +72,16 @@ func applyRBAC(ctx context.Context, t *testing.T, cs kubernetes.Interface) {
 				_, err = cs.RbacV1().RoleBindings(o.Namespace).Create(ctx, &o, metav1.CreateOptions{})
 			}
 		default:
-			t.Fatalf("manifests/rbac.yaml: unexpected kind %q", meta.Kind)
+			t.Fatalf("%s: unexpected kind %q", rbacFile, meta.Kind)
 		}
 		if err != nil && !apierrors.IsAlreadyExists(err) {
-			t.Fatalf("manifests/rbac.yaml %s: %v", meta.Kind, err)
+			t.Fatalf("%s %s: %v", rbacFile, meta.Kind, err)
 		}
 	}
 }
 
 // TestRBACAgainstAPIServer runs the certificate manager and the NAD lookup
-// with no more rights than manifests/rbac.yaml grants.
+// with no more rights than deploy/controller/rbac.yaml grants.
 func TestRBACAgainstAPIServer(t *testing.T) {
 	srv := apiserver.Shared(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
