@@ -108,7 +108,7 @@ func (n *NodeAnnotator) write(ctx context.Context, mode string) error {
 		return err
 	}
 	if _, err := n.client.CoreV1().Nodes().Patch(ctx, n.node, types.MergePatchType, patch, metav1.PatchOptions{FieldManager: "rdmanet-agent"}); err != nil {
-		return fmt.Errorf("patch node %s annotation %s=%s: %w; fix: the agent's identity needs nodes get and patch (deploy/dra/rbac-dra.yaml)", n.node, AnnotationNetnsMode, mode, err)
+		return fmt.Errorf("patch node %s annotation %s=%s: %w; fix: the agent's identity needs nodes get and patch (deploy/rbac-agent.yaml)", n.node, AnnotationNetnsMode, mode, err)
 	}
 	n.log.Info("node annotated", "node", n.node, "annotation", AnnotationNetnsMode, "value", mode, "was", node.Annotations[AnnotationNetnsMode])
 	return nil

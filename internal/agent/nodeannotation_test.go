@@ -2,7 +2,7 @@ package agent
 
 // The Node annotation against a real kube-apiserver (test/apiserver;
 // without the binaries it skips, with CI=true it fails), written with no
-// more rights than deploy/dra/rbac-dra.yaml grants the agent.
+// more rights than deploy/rbac-agent.yaml grants the agent.
 
 import (
 	"context"
@@ -31,14 +31,14 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
-// applyDRARBAC creates the ClusterRoles and bindings of deploy/dra/rbac-dra.yaml.
-func applyDRARBAC(t *testing.T, ctx context.Context, admin kubernetes.Interface) {
+// applyAgentRBAC creates the ClusterRoles and bindings of deploy/rbac-agent.yaml.
+func applyAgentRBAC(t *testing.T, ctx context.Context, admin kubernetes.Interface) {
 	t.Helper()
 	root, err := apiserver.RepoRoot()
 	if err != nil {
 		t.Fatal(err)
 	}
-	b, err := os.ReadFile(filepath.Join(root, "deploy", "dra", "rbac-dra.yaml"))
+	b, err := os.ReadFile(filepath.Join(root, "deploy", "rbac-agent.yaml"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -72,7 +72,7 @@ func applyDRARBAC(t *testing.T, ctx context.Context, admin kubernetes.Interface)
 
 // TestNodeAnnotationAPIServer: the agent annotates its Node with the RDMA
 // netns mode: retrying while it lacks the rights, then once the RBAC of
-// deploy/dra is there; again when the mode changes; never for an unknown
+// deploy/rbac-agent.yaml is there; again when the mode changes; never for an unknown
 // mode; and not at all (no write) when the Node already says so.
 func TestNodeAnnotationAPIServer(t *testing.T) {
 	srv := apiserver.Shared(t)
@@ -123,7 +123,7 @@ func TestNodeAnnotationAPIServer(t *testing.T) {
 	if v := get().Annotations[AnnotationNetnsMode]; v != "" {
 		t.Fatalf("annotated %q without the rights", v)
 	}
-	applyDRARBAC(t, ctx, admin)
+	applyAgentRBAC(t, ctx, admin)
 	wait("exclusive")
 
 	a.Observe("unknown")

@@ -51,7 +51,9 @@ import (
 	"sigs.k8s.io/yaml"
 
 	v1alpha1 "github.com/rdmanet/rdmanet/api/ipam/v1alpha1"
+	"github.com/rdmanet/rdmanet/internal/agent"
 	"github.com/rdmanet/rdmanet/internal/cni/meta"
+	"github.com/rdmanet/rdmanet/internal/inventory"
 	"github.com/rdmanet/rdmanet/internal/ipam"
 	"github.com/rdmanet/rdmanet/internal/ipam/gc"
 	"github.com/rdmanet/rdmanet/test/apiserver"
@@ -194,6 +196,9 @@ func TestDeployKustomization(t *testing.T) {
 		}
 		if d.IsDir() && p == filepath.Join(dir, "dra") {
 			return filepath.SkipDir // opt-in DRA: lists its own files (internal/dra TestDeviceClassesAPIServer)
+		}
+		if d.IsDir() && p == filepath.Join(dir, "controller") {
+			return filepath.SkipDir // rdmanet-controller, applied on its own for now: lists its own files (internal/controller TestDeployManifests)
 		}
 		if ext := filepath.Ext(p); !d.IsDir() && (ext == ".yaml" || ext == ".yml") && d.Name() != "kustomization.yaml" {
 			rel, _ := filepath.Rel(dir, p)
@@ -942,6 +947,29 @@ func TestDeployRBAC(t *testing.T) {
 			}
 		}
 		ev.Shutdown()
+		// rdmanet-agent reads the same kubeconfig (the DaemonSet's
+		// --kubeconfig) to annotate its Node (deploy/rbac-agent.yaml).
+		if _, err := admin.CoreV1().Nodes().Create(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: nodeName}}, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+			t.Fatal(err)
+		}
+		ann, err := agent.NewNodeAnnotator(live.Core, nodeName, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		actx, acancel := context.WithCancel(ctx)
+		go ann.Run(actx)
+		ann.Observe(inventory.NetnsShared)
+		for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+			n, err := admin.CoreV1().Nodes().Get(ctx, nodeName, metav1.GetOptions{})
+			if err == nil && n.Annotations[agent.AnnotationNetnsMode] == inventory.NetnsShared {
+				break
+			}
+			if time.Now().After(deadline) {
+				acancel()
+				t.Fatalf("rdmanet-agent with the DaemonSet's kubeconfig did not annotate node %s with %s=%s in 30 s (nodes get, patch: deploy/rbac-agent.yaml)", nodeName, agent.AnnotationNetnsMode, inventory.NetnsShared)
+			}
+		}
+		acancel()
 		rc, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
 		if err != nil {
 			t.Fatal(err)
