@@ -73,6 +73,10 @@ func components(l Layout) []component {
 				"--service-cluster-ip-range=" + ServiceNet,
 				"--authorization-mode=Node,RBAC",
 				"--enable-admission-plugins=NodeRestriction",
+				// Webhook Services (rdmanet-controller's) are called at
+				// one of their endpoints, not the ClusterIP: the node
+				// runs no kube-proxy.
+				"--enable-aggregator-routing=true",
 				"--allow-privileged=true",
 				"--profiling=false",
 				"--v=0",

@@ -35,6 +35,7 @@ func TestCluster(t *testing.T) {
 	t.Run("containerd restart with pods running", func(t *testing.T) { testRestart(t, "containerd") })
 	t.Run("daemonset rolled to a new image tag", testRoll)
 	t.Run("shared mode", testShared)
+	t.Run("rdmanet-controller: webhooks, node label, verify", testController)
 	t.Run("fault soak", testSoak)
 	t.Run("kubectl delete -k leaves nothing", testUninstall)
 }
