@@ -131,6 +131,84 @@ func testController(t *testing.T) {
 		t.Logf("address %s free %.1f s after kubectl delete pod (CNI DEL or rdmanet-controller's IPAM GC, whichever first)", ip, time.Since(start).Seconds())
 		waitGone(t, exclusiveNS, "app="+pod, 2*time.Minute)
 	})
+
+	t.Run("opt-in shared and host pods are mutated and Running", func(t *testing.T) {
+		switchToShared(t)
+		waitNodeLabel(t, webhook.NodeLabelNetnsMode, "shared", 2*time.Minute)
+		applyExample(t, exclusiveNS, "examples/cluster/shared/nad.yaml")
+		shared := fmt.Sprintf(`apiVersion: v1
+kind: Pod
+metadata:
+  name: optin-shared
+  namespace: %[1]s
+  labels: {app: optin-shared}
+  annotations: {rdmanet.io/network: %[1]s/rdmashared-net, rdmanet.io/resource: %[2]s}
+spec:
+  terminationGracePeriodSeconds: 1
+  containers:
+    - name: trainer
+      image: %[3]s
+      imagePullPolicy: Never
+      command: ["sh", "-c", "trap 'exit 0' TERM; sleep infinity & wait"]
+---
+apiVersion: v1
+kind: Pod
+metadata:
+  name: optin-host
+  namespace: %[1]s
+  labels: {app: optin-host}
+  annotations: {rdmanet.io/mode: host, rdmanet.io/resource: %[2]s, rdmanet.io/socket-ifname: %[4]s}
+spec:
+  hostNetwork: true
+  terminationGracePeriodSeconds: 1
+  containers:
+    - name: trainer
+      image: %[3]s
+      imagePullPolicy: Never
+      command: ["sh", "-c", "trap 'exit 0' TERM; sleep infinity & wait"]
+`, exclusiveNS, sharedResource, cluster.TestboxImage, cluster.UplinkDev)
+		t.Cleanup(func() {
+			_, _ = k.Output(ctx(t, 3*time.Minute), "-n", exclusiveNS, "delete", "pod", "optin-shared", "optin-host", "--ignore-not-found", "--wait", "--timeout=120s")
+		})
+		if err := k.Apply(ctx(t, time.Minute), shared); err != nil {
+			t.Fatal(err)
+		}
+		for _, name := range []string{"optin-shared", "optin-host"} {
+			var p corev1.Pod
+			if err := json.Unmarshal([]byte(kubectl(t, "-n", exclusiveNS, "get", "pod", name, "-o", "json")), &p); err != nil {
+				t.Fatal(err)
+			}
+			c := p.Spec.Containers[0]
+			if q, ok := c.Resources.Limits[corev1.ResourceName(sharedResource)]; !ok || q.Value() != 1 {
+				t.Errorf("%s: limits %v, want %s: 1", name, c.Resources.Limits, sharedResource)
+			}
+			if c.SecurityContext == nil || c.SecurityContext.Capabilities == nil || !slices.Contains(c.SecurityContext.Capabilities.Add, "IPC_LOCK") {
+				t.Errorf("%s: securityContext %+v, want IPC_LOCK added", name, c.SecurityContext)
+			}
+			waitRunning(t, exclusiveNS, "app="+name, 1, 3*time.Minute)
+		}
+		var host corev1.Pod
+		if err := json.Unmarshal([]byte(kubectl(t, "-n", exclusiveNS, "get", "pod", "optin-host", "-o", "json")), &host); err != nil {
+			t.Fatal(err)
+		}
+		if host.Spec.DNSPolicy != corev1.DNSClusterFirstWithHostNet {
+			t.Errorf("optin-host: dnsPolicy %q, want %s", host.Spec.DNSPolicy, corev1.DNSClusterFirstWithHostNet)
+		}
+		env := map[string]string{}
+		for _, e := range host.Spec.Containers[0].Env {
+			env[e.Name] = e.Value
+		}
+		if env["NCCL_SOCKET_IFNAME"] != cluster.UplinkDev {
+			t.Errorf("optin-host: NCCL_SOCKET_IFNAME %q, want %s (its rdmanet.io/socket-ifname)", env["NCCL_SOCKET_IFNAME"], cluster.UplinkDev)
+		}
+		st := find(waitNetworkStatus(t, exclusiveNS, "optin-shared"), "net1")
+		if st == nil || len(st.IPs) == 0 {
+			t.Errorf("optin-shared: network-status has no net1 address")
+		}
+		if got := ipv4Of(t, exclusiveNS, "optin-shared", "net1"); len(got) == 0 {
+			t.Errorf("optin-shared: net1 has no IPv4 address in the pod")
+		}
+	})
 }
 
 // installController applies deploy/controller with this checkout's image

@@ -455,6 +455,40 @@ var sharedFiles = []string{"examples/cluster/shared/nad.yaml", "examples/cluster
 // --rdma-netns-mode), then runs the shared-mode pods: a macvlan net1 over
 // the shared HCA's PF, the HCA's devices from the shared pool.
 func testShared(t *testing.T) {
+	switchToShared(t)
+	applyExample(t, sharedNamespace(t), sharedFiles...)
+	ns := sharedNamespace(t)
+	ps := waitRunning(t, ns, "", sharedPods(t), 3*time.Minute)
+	link, err := cluster.NewControl(layout).Exec(ctx(t, time.Minute), "ip", "-o", "link", "show", cluster.SharedPF)
+	if err != nil {
+		t.Fatalf("ip link show %s in the node: %v", cluster.SharedPF, err)
+	}
+	pfIndex, _, _ := strings.Cut(link, ":")
+	for _, p := range ps {
+		// busybox's ip has no -d, and sysfs does not name the link type: a
+		// macvlan's iflink is its lower device's ifindex, so net1 must
+		// point at the shared HCA's PF in the node.
+		out, err := execIn(t, ns, p.Name, "cat", "/sys/class/net/net1/iflink")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if trim(out) != pfIndex {
+			t.Errorf("%s: net1's lower link is ifindex %s, want %s (%s, the shared HCA's PF)", p.Name, trim(out), pfIndex, cluster.SharedPF)
+		}
+		st := find(waitNetworkStatus(t, ns, p.Name), "net1")
+		if st == nil || len(st.IPs) == 0 {
+			t.Errorf("%s: network-status has no net1 address", p.Name)
+		}
+	}
+	deleteExample(t, sharedFiles...)
+}
+
+// switchToShared puts the node in the RDMA shared netns mode (the
+// simulated kernel's and the agent's flag, through a DaemonSet roll) until
+// the shared HCA pool is allocatable; the cleanup puts it back in exclusive
+// mode for what follows.
+func switchToShared(t *testing.T) {
+	t.Helper()
 	if err := cluster.SetRDMANetnsMode(layout, "shared"); err != nil {
 		t.Fatal(err)
 	}
@@ -481,31 +515,6 @@ func testShared(t *testing.T) {
 		}
 		time.Sleep(time.Second)
 	}
-	applyExample(t, sharedNamespace(t), sharedFiles...)
-	ns := sharedNamespace(t)
-	ps := waitRunning(t, ns, "", sharedPods(t), 3*time.Minute)
-	link, err := cluster.NewControl(layout).Exec(ctx(t, time.Minute), "ip", "-o", "link", "show", cluster.SharedPF)
-	if err != nil {
-		t.Fatalf("ip link show %s in the node: %v", cluster.SharedPF, err)
-	}
-	pfIndex, _, _ := strings.Cut(link, ":")
-	for _, p := range ps {
-		// busybox's ip has no -d, and sysfs does not name the link type: a
-		// macvlan's iflink is its lower device's ifindex, so net1 must
-		// point at the shared HCA's PF in the node.
-		out, err := execIn(t, ns, p.Name, "cat", "/sys/class/net/net1/iflink")
-		if err != nil {
-			t.Fatal(err)
-		}
-		if trim(out) != pfIndex {
-			t.Errorf("%s: net1's lower link is ifindex %s, want %s (%s, the shared HCA's PF)", p.Name, trim(out), pfIndex, cluster.SharedPF)
-		}
-		st := find(waitNetworkStatus(t, ns, p.Name), "net1")
-		if st == nil || len(st.IPs) == 0 {
-			t.Errorf("%s: network-status has no net1 address", p.Name)
-		}
-	}
-	deleteExample(t, sharedFiles...)
 }
 
 // agentModeArg finds the agent container and its --rdma-netns-mode argument.
