@@ -160,51 +160,60 @@ func (m *Manager) EnsureSecret(ctx context.Context) (*Bundle, error) {
 // configuration is not an error (it may be installed later; the next
 // resync patches it).
 func (m *Manager) PatchCABundle(ctx context.Context, bundle []byte) error {
-	ours := func(s *admissionregistrationv1.ServiceReference) bool {
-		return s != nil && s.Name == m.Service && s.Namespace == m.Namespace
-	}
-	key := types.NamespacedName{Name: m.ConfigurationName}
-	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
-		var c admissionregistrationv1.MutatingWebhookConfiguration
-		if err := m.Reader.Get(ctx, key, &c); err != nil {
-			return client.IgnoreNotFound(err)
+	for _, c := range []struct {
+		kind   string
+		newObj func() client.Object
+	}{
+		{"MutatingWebhookConfiguration", func() client.Object { return &admissionregistrationv1.MutatingWebhookConfiguration{} }},
+		{"ValidatingWebhookConfiguration", func() client.Object { return &admissionregistrationv1.ValidatingWebhookConfiguration{} }},
+	} {
+		if err := m.patchCABundle(ctx, c.kind, c.newObj, bundle); err != nil {
+			return err
 		}
-		changed := false
-		for i := range c.Webhooks {
-			cc := &c.Webhooks[i].ClientConfig
-			if ours(cc.Service) && !bytes.Equal(cc.CABundle, bundle) {
-				cc.CABundle, changed = bundle, true
-			}
-		}
-		if !changed {
-			return nil
-		}
-		return m.Writer.Update(ctx, &c)
-	})
-	if err != nil {
-		return fmt.Errorf("patch caBundle of MutatingWebhookConfiguration %s: %w (the controller needs get and update on it)", m.ConfigurationName, err)
-	}
-	err = retry.RetryOnConflict(retry.DefaultRetry, func() error {
-		var c admissionregistrationv1.ValidatingWebhookConfiguration
-		if err := m.Reader.Get(ctx, key, &c); err != nil {
-			return client.IgnoreNotFound(err)
-		}
-		changed := false
-		for i := range c.Webhooks {
-			cc := &c.Webhooks[i].ClientConfig
-			if ours(cc.Service) && !bytes.Equal(cc.CABundle, bundle) {
-				cc.CABundle, changed = bundle, true
-			}
-		}
-		if !changed {
-			return nil
-		}
-		return m.Writer.Update(ctx, &c)
-	})
-	if err != nil {
-		return fmt.Errorf("patch caBundle of ValidatingWebhookConfiguration %s: %w (the controller needs get and update on it)", m.ConfigurationName, err)
 	}
 	return nil
+}
+
+// patchCABundle sets bundle on the webhooks of one configuration (a fresh
+// object per try, so a conflict's retry starts from the server's copy).
+func (m *Manager) patchCABundle(ctx context.Context, kind string, newObj func() client.Object, bundle []byte) error {
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		obj := newObj()
+		if err := m.Reader.Get(ctx, types.NamespacedName{Name: m.ConfigurationName}, obj); err != nil {
+			return client.IgnoreNotFound(err)
+		}
+		changed := false
+		for _, cc := range clientConfigs(obj) {
+			if s := cc.Service; s != nil && s.Name == m.Service && s.Namespace == m.Namespace && !bytes.Equal(cc.CABundle, bundle) {
+				cc.CABundle, changed = bundle, true
+			}
+		}
+		if !changed {
+			return nil
+		}
+		return m.Writer.Update(ctx, obj)
+	})
+	if err != nil {
+		return fmt.Errorf("patch caBundle of %s %s: %w (the controller needs get and update on it)", kind, m.ConfigurationName, err)
+	}
+	return nil
+}
+
+// clientConfigs points at the clientConfig of every webhook of a Mutating-
+// or ValidatingWebhookConfiguration.
+func clientConfigs(obj client.Object) []*admissionregistrationv1.WebhookClientConfig {
+	var out []*admissionregistrationv1.WebhookClientConfig
+	switch c := obj.(type) {
+	case *admissionregistrationv1.MutatingWebhookConfiguration:
+		for i := range c.Webhooks {
+			out = append(out, &c.Webhooks[i].ClientConfig)
+		}
+	case *admissionregistrationv1.ValidatingWebhookConfiguration:
+		for i := range c.Webhooks {
+			out = append(out, &c.Webhooks[i].ClientConfig)
+		}
+	}
+	return out
 }
 
 // WriteFiles writes tls.crt, tls.key and ca.crt into dir, each atomically
