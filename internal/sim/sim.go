@@ -394,6 +394,22 @@ func randomID(n int) string {
 	return hex.EncodeToString(b)
 }
 
+// preflight checks the machine (CheckPrereqs) and the binaries in binDir
+// (CheckBinaries), and returns binDir made absolute.
+func preflight(binDir string) (string, error) {
+	if err := CheckPrereqs(); err != nil {
+		return "", &PrereqError{Err: err}
+	}
+	abs, err := filepath.Abs(binDir)
+	if err != nil {
+		return "", err
+	}
+	if err := CheckBinaries(abs); err != nil {
+		return "", &PrereqError{Err: err}
+	}
+	return abs, nil
+}
+
 // Run builds the simulated nodes, attaches Pods pods per mode, reports,
 // detaches and verifies the hosts (Cycles times), and tears everything down
 // (unless Keep). The report is returned together with any error, as far as
@@ -402,15 +418,9 @@ func Run(ctx context.Context, o Options) (rep *Report, err error) {
 	if err := o.defaults(); err != nil {
 		return nil, err
 	}
-	if err := CheckPrereqs(); err != nil {
-		return nil, &PrereqError{Err: err}
-	}
-	binDir, err := filepath.Abs(o.BinDir)
+	binDir, err := preflight(o.BinDir)
 	if err != nil {
 		return nil, err
-	}
-	if err := CheckBinaries(binDir); err != nil {
-		return nil, &PrereqError{Err: err}
 	}
 	workDir, err := filepath.Abs(o.WorkDir)
 	if err != nil {

@@ -257,15 +257,9 @@ func Soak(ctx context.Context, o SoakOptions) (*SoakReport, error) {
 	if err := o.defaults(); err != nil {
 		return nil, err
 	}
-	if err := CheckPrereqs(); err != nil {
-		return nil, &PrereqError{Err: err}
-	}
-	binDir, err := filepath.Abs(o.BinDir)
+	binDir, err := preflight(o.BinDir)
 	if err != nil {
 		return nil, err
-	}
-	if err := CheckBinaries(binDir); err != nil {
-		return nil, &PrereqError{Err: err}
 	}
 	if _, err := os.Stat(filepath.Join(binDir, "rdmanet-daemon")); err != nil {
 		return nil, &PrereqError{Err: fmt.Errorf("rdmanet-daemon missing from %s: %w", binDir, err)}
