@@ -41,6 +41,12 @@ const (
 	// the agent's inventory: the RDMA subsystem's netns mode.
 	NodeLabelNetnsMode = "rdmanet.io/rdma-netns-mode"
 
+	// NamespaceLabelEnforce set to "true" on a namespace makes the
+	// validating webhook refuse every RDMA pod there that breaks an
+	// error-level rule, opted in or not (elsewhere only opted-in pods are
+	// refused; the others are admitted with the findings as warnings).
+	NamespaceLabelEnforce = "rdmanet.io/enforce"
+
 	// NetworksAnnotation is Multus' networks annotation.
 	NetworksAnnotation = "k8s.v1.cni.cncf.io/networks"
 )

@@ -25,6 +25,7 @@ import (
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
@@ -102,15 +103,22 @@ func TestWebhooksAgainstAPIServer(t *testing.T) {
 	wcfg.WarningHandler = rec
 	wcs := kubernetes.NewForConfigOrDie(wcfg)
 
-	for _, ns := range []string{testNS, DefaultNamespace} {
-		if _, err := cs.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+	// enforcedNS is labelled rdmanet.io/enforce=true: every RDMA pod's
+	// errors deny there, opted in or not.
+	const enforcedNS = "ai-training-enforced"
+	for ns, labels := range map[string]map[string]string{testNS: nil, DefaultNamespace: nil, enforcedNS: {NamespaceLabelEnforce: "true"}} {
+		if _, err := cs.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns, Labels: labels}}, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
 			t.Fatal(err)
 		}
 	}
 	dc := dynamic.NewForConfigOrDie(cfg)
 	nadRes := NADGVK.GroupVersion().WithResource("network-attachment-definitions")
-	if _, err := dc.Resource(nadRes).Namespace(testNS).Create(ctx, nadU("face-training-rdma", "example.com/sriov_rdma", sriovConfig), metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
-		t.Fatal(err)
+	for _, ns := range []string{testNS, enforcedNS} {
+		nad := nadU("face-training-rdma", "example.com/sriov_rdma", sriovConfig)
+		nad.SetNamespace(ns)
+		if _, err := dc.Resource(nadRes).Namespace(ns).Create(ctx, nad, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+			t.Fatal(err)
+		}
 	}
 
 	// Service-backed configurations named like deploy/'s, plus a URL webhook
@@ -178,11 +186,13 @@ func TestWebhooksAgainstAPIServer(t *testing.T) {
 			if err != nil {
 				return err
 			}
-			if !bytes.Equal(m.Webhooks[0].ClientConfig.CABundle, bundle) || !bytes.Equal(v.Webhooks[0].ClientConfig.CABundle, bundle) {
-				return errors.New("service-backed webhooks lack the Secret's CA bundle")
+			for _, w := range append([]admissionregistrationv1.WebhookClientConfig{m.Webhooks[0].ClientConfig}, v.Webhooks[0].ClientConfig, v.Webhooks[1].ClientConfig) {
+				if !bytes.Equal(w.CABundle, bundle) {
+					return fmt.Errorf("service-backed webhook (path %s) lacks the Secret's CA bundle", *w.Service.Path)
+				}
 			}
-			if string(v.Webhooks[1].ClientConfig.CABundle) != "untouched" {
-				return fmt.Errorf("URL webhook's caBundle changed to %q", v.Webhooks[1].ClientConfig.CABundle)
+			if last := v.Webhooks[len(v.Webhooks)-1]; string(last.ClientConfig.CABundle) != "untouched" {
+				return fmt.Errorf("URL webhook's caBundle changed to %q", last.ClientConfig.CABundle)
 			}
 			return nil
 		})
@@ -267,20 +277,45 @@ func TestWebhooksAgainstAPIServer(t *testing.T) {
 		}
 	})
 
-	t.Run("error-level rule denies with the rule id", func(t *testing.T) {
-		// Not opted in, so not mutated; an RDMA pod by its NAD, without
-		// IPC_LOCK (RDMA060).
-		p := goodExclusive().with(func(p *corev1.Pod) {
-			p.Name = "bad-0"
+	// Not opted in, so not mutated; an RDMA pod by its NAD, without
+	// IPC_LOCK (RDMA060).
+	noIPCLock := func(ns string) *corev1.Pod {
+		return goodExclusive().with(func(p *corev1.Pod) {
+			p.Name, p.Namespace = "bad-0", ns
 			p.Spec.Containers[0].SecurityContext = nil
 		}).pod()
-		_, err := cs.CoreV1().Pods(testNS).Create(ctx, p, metav1.CreateOptions{})
+	}
+	t.Run("enforced namespace: error-level rule denies with the rule id", func(t *testing.T) {
+		_, err := cs.CoreV1().Pods(enforcedNS).Create(ctx, noIPCLock(enforcedNS), metav1.CreateOptions{})
 		if err == nil {
 			t.Fatal("pod admitted, want a denial")
 		}
-		for _, s := range []string{"validate-pod.rdmanet.io", "RDMA060", "spec.containers[trainer].securityContext.capabilities.add", `fix: add securityContext.capabilities.add: ["IPC_LOCK"]`} {
+		for _, s := range []string{"enforce-pod.rdmanet.io", "RDMA060", "spec.containers[trainer].securityContext.capabilities.add", `fix: add securityContext.capabilities.add: ["IPC_LOCK"]`} {
 			if !strings.Contains(err.Error(), s) {
 				t.Errorf("denial lacks %q: %v", s, err)
+			}
+		}
+	})
+
+	t.Run("opted-in pod breaking an error-level rule is denied in any namespace", func(t *testing.T) {
+		// The mutating webhook never removes what the user set: a pod that
+		// drops every capability keeps no IPC_LOCK.
+		p := newPod("opt-bad-0").ann(AnnotationNetwork, "face-training-rdma").env("NCCL_SOCKET_IFNAME", "eth1").pod()
+		_, err := cs.CoreV1().Pods(testNS).Create(ctx, p, metav1.CreateOptions{})
+		if err == nil || !strings.Contains(err.Error(), "validate-pod.rdmanet.io") || !strings.Contains(err.Error(), "RDMA073") {
+			t.Fatalf("opted-in pod with NCCL_SOCKET_IFNAME=eth1: %v, want a denial by validate-pod.rdmanet.io naming RDMA073", err)
+		}
+	})
+
+	t.Run("not opted in, namespace not enforced: admitted with the errors as warnings", func(t *testing.T) {
+		rec.take()
+		if _, err := wcs.CoreV1().Pods(testNS).Create(ctx, noIPCLock(testNS), dry); err != nil {
+			t.Fatalf("pod refused: %v", err)
+		}
+		got := strings.Join(rec.take(), "\n")
+		for _, s := range []string{"RDMA060", "admitted because it does not opt in", "rdmanet.io/enforce=true", "fix: add securityContext.capabilities.add"} {
+			if !strings.Contains(got, s) {
+				t.Errorf("warnings lack %q: %s", s, got)
 			}
 		}
 	})
@@ -326,6 +361,29 @@ func TestWebhooksAgainstAPIServer(t *testing.T) {
 		p := newPod("while-down").ann(AnnotationNetwork, "face-training-rdma").pod()
 		if _, err := cs.CoreV1().Pods(testNS).Create(ctx, p, dry); err == nil || !strings.Contains(err.Error(), "failed calling webhook") {
 			t.Fatalf("validating Fail with the server down: %v, want failed calling webhook", err)
+		}
+		// Pods that cannot be RDMA pods are not sent (match condition
+		// rdma-candidate), so they are admitted even with Fail; a GPU job
+		// too.
+		for _, plain := range []*corev1.Pod{newPod("web-while-down").pod(), newPod("gpu-while-down").limit("nvidia.com/gpu", "8").pod()} {
+			if _, err := cs.CoreV1().Pods(testNS).Create(ctx, plain, dry); err != nil {
+				t.Errorf("pod %s with the server down: %v, want admitted (not an RDMA candidate)", plain.Name, err)
+			}
+		}
+		// Every kind of RDMA candidate is sent, and refused.
+		candidates := []*corev1.Pod{
+			newPod("vf-while-down").limit("example.com/sriov_rdma", "1").pod(),
+			newPod("shared-while-down").limit("rdma/hca_shared_devices_a", "1").pod(),
+			newPod("init-while-down").with(func(p *corev1.Pod) {
+				p.Spec.InitContainers = []corev1.Container{{Name: "init", Image: "busybox", Resources: corev1.ResourceRequirements{Limits: corev1.ResourceList{"example.com/MLNX_SRIOV": resource.MustParse("1")}}}}
+			}).pod(),
+			newPod("host-while-down").with(func(p *corev1.Pod) { p.Spec.HostNetwork = true }).pod(),
+			newPod("multus-while-down").ann(NetworksAnnotation, "face-training-rdma").pod(),
+		}
+		for _, c := range candidates {
+			if _, err := cs.CoreV1().Pods(testNS).Create(ctx, c, dry); err == nil || !strings.Contains(err.Error(), "failed calling webhook") {
+				t.Errorf("RDMA candidate %s with the server down: %v, want failed calling webhook", c.Name, err)
+			}
 		}
 		v, err := cs.AdmissionregistrationV1().ValidatingWebhookConfigurations().Get(ctx, "rdmanet-test", metav1.GetOptions{})
 		if err != nil {

@@ -36,6 +36,22 @@ type ConfigOptions struct {
 	TimeoutSeconds int32
 }
 
+// RDMACandidateCondition is the CEL match condition of every rdmanet pod
+// webhook: the API server sends a pod only when it could be an RDMA pod —
+// hostNetwork, a networks annotation (Multus' or TKE's), an rdmanet.io/
+// annotation, or a container or init container limiting an extended
+// resource named like an RDMA device (the words lint's resource guess
+// knows, lowercased). It is a superset of what ValidatePod checks, so no
+// RDMA pod escapes the webhooks, and every other pod (web servers, GPU-only
+// jobs, controllers) is admitted without a call: while rdmanet-controller
+// is down, failurePolicy Fail refuses only pods that need it.
+const RDMACandidateCondition = `(has(object.spec.hostNetwork) && object.spec.hostNetwork) ||
+(has(object.metadata.annotations) && object.metadata.annotations.exists(k,
+  k == 'k8s.v1.cni.cncf.io/networks' || k == 'tke.cloud.tencent.com/networks' || k.startsWith('rdmanet.io/'))) ||
+[object.spec.containers, has(object.spec.initContainers) ? object.spec.initContainers : []].exists(cs,
+  cs.exists(c, has(c.resources) && has(c.resources.limits) && c.resources.limits.exists(r,
+    ['rdma', 'sriov', 'hca', 'roce', 'infiniband', 'shared', 'vf'].exists(w, r.lowerAscii().contains(w)))))`
+
 // DefaultConfigOptions are the options deploy/ uses.
 func DefaultConfigOptions() ConfigOptions {
 	return ConfigOptions{
@@ -47,7 +63,8 @@ func DefaultConfigOptions() ConfigOptions {
 
 // Configurations returns the Mutating- and ValidatingWebhookConfiguration
 // for the pod webhooks: pod CREATE only, sideEffects None, admission v1,
-// namespaces kube-system and the controller's own excluded.
+// namespaces kube-system and the controller's own excluded, only pods
+// matching RDMACandidateCondition sent.
 func Configurations(o ConfigOptions) (*admissionregistrationv1.MutatingWebhookConfiguration, *admissionregistrationv1.ValidatingWebhookConfiguration, error) {
 	d := DefaultConfigOptions()
 	if o.Name == "" {
@@ -97,6 +114,18 @@ func Configurations(o ConfigOptions) (*admissionregistrationv1.MutatingWebhookCo
 		}
 		nsSel = &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{{Key: "kubernetes.io/metadata.name", Operator: metav1.LabelSelectorOpNotIn, Values: excl}}}
 	}
+	// The validating side is two webhooks over the same namespaces: one
+	// for namespaces labelled NamespaceLabelEnforce=true (EnforcePath:
+	// every RDMA pod's errors deny), one for the rest (ValidatePath: only
+	// opted-in pods' errors deny). Each namespace reaches exactly one.
+	withEnforce := func(op metav1.LabelSelectorOperator) *metav1.LabelSelector {
+		sel := nsSel.DeepCopy()
+		sel.MatchExpressions = append(sel.MatchExpressions, metav1.LabelSelectorRequirement{Key: NamespaceLabelEnforce, Operator: op, Values: []string{"true"}})
+		return sel
+	}
+	conditions := func() []admissionregistrationv1.MatchCondition {
+		return []admissionregistrationv1.MatchCondition{{Name: "rdma-candidate", Expression: RDMACandidateCondition}}
+	}
 	rules := []admissionregistrationv1.RuleWithOperations{{
 		Operations: []admissionregistrationv1.OperationType{admissionregistrationv1.Create},
 		Rule:       admissionregistrationv1.Rule{APIGroups: []string{""}, APIVersions: []string{"v1"}, Resources: []string{"pods"}, Scope: ptr(admissionregistrationv1.NamespacedScope)},
@@ -114,7 +143,7 @@ func Configurations(o ConfigOptions) (*admissionregistrationv1.MutatingWebhookCo
 		TypeMeta:   typeMeta("MutatingWebhookConfiguration"),
 		ObjectMeta: metav1.ObjectMeta{Name: o.Name, Labels: labels},
 		Webhooks: []admissionregistrationv1.MutatingWebhook{{
-			Name: "mutate-pod.rdmanet.io", ClientConfig: client(MutatePath), Rules: rules,
+			Name: "mutate-pod.rdmanet.io", ClientConfig: client(MutatePath), Rules: rules, MatchConditions: conditions(),
 			FailurePolicy: &mfp, MatchPolicy: &equiv, NamespaceSelector: nsSel, SideEffects: &none,
 			TimeoutSeconds: &timeout, AdmissionReviewVersions: []string{"v1"}, ReinvocationPolicy: &never,
 		}},
@@ -123,8 +152,12 @@ func Configurations(o ConfigOptions) (*admissionregistrationv1.MutatingWebhookCo
 		TypeMeta:   typeMeta("ValidatingWebhookConfiguration"),
 		ObjectMeta: metav1.ObjectMeta{Name: o.Name, Labels: labels},
 		Webhooks: []admissionregistrationv1.ValidatingWebhook{{
-			Name: "validate-pod.rdmanet.io", ClientConfig: client(ValidatePath), Rules: rules,
-			FailurePolicy: &vfp, MatchPolicy: &equiv, NamespaceSelector: nsSel.DeepCopy(), SideEffects: &none,
+			Name: "validate-pod.rdmanet.io", ClientConfig: client(ValidatePath), Rules: rules, MatchConditions: conditions(),
+			FailurePolicy: &vfp, MatchPolicy: &equiv, NamespaceSelector: withEnforce(metav1.LabelSelectorOpNotIn), SideEffects: &none,
+			TimeoutSeconds: &timeout, AdmissionReviewVersions: []string{"v1"},
+		}, {
+			Name: "enforce-pod.rdmanet.io", ClientConfig: client(EnforcePath), Rules: rules, MatchConditions: conditions(),
+			FailurePolicy: &vfp, MatchPolicy: &equiv, NamespaceSelector: withEnforce(metav1.LabelSelectorOpIn), SideEffects: &none,
 			TimeoutSeconds: &timeout, AdmissionReviewVersions: []string{"v1"},
 		}},
 	}

@@ -2,6 +2,7 @@ package webhook
 
 import (
 	"flag"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -53,6 +54,11 @@ func TestConfigurations(t *testing.T) {
 		{name: "review versions", got: strings.Join(vw.AdmissionReviewVersions, ","), want: "v1"},
 		{name: "mutating path", got: *mw.ClientConfig.Service.Path, want: MutatePath},
 		{name: "validating path", got: *vw.ClientConfig.Service.Path, want: ValidatePath},
+		{name: "enforcing path", got: *v.Webhooks[1].ClientConfig.Service.Path, want: EnforcePath},
+		{name: "validating skips enforced namespaces", got: fmt.Sprint(vw.NamespaceSelector.MatchExpressions[1]), want: fmt.Sprint(metav1.LabelSelectorRequirement{Key: NamespaceLabelEnforce, Operator: metav1.LabelSelectorOpNotIn, Values: []string{"true"}})},
+		{name: "enforcing selects enforced namespaces", got: fmt.Sprint(v.Webhooks[1].NamespaceSelector.MatchExpressions[1]), want: fmt.Sprint(metav1.LabelSelectorRequirement{Key: NamespaceLabelEnforce, Operator: metav1.LabelSelectorOpIn, Values: []string{"true"}})},
+		{name: "enforcing excludes kube-system too", got: strings.Join(v.Webhooks[1].NamespaceSelector.MatchExpressions[0].Values, ","), want: "kube-system,rdmanet-system"},
+		{name: "match condition on every webhook", got: fmt.Sprint(len(mw.MatchConditions), len(vw.MatchConditions), len(v.Webhooks[1].MatchConditions)), want: "1 1 1"},
 		{name: "service", got: vw.ClientConfig.Service.Namespace + "/" + vw.ClientConfig.Service.Name, want: "rdmanet-system/rdmanet-controller"},
 		{name: "excluded namespaces", got: strings.Join(mw.NamespaceSelector.MatchExpressions[0].Values, ","), want: "kube-system,rdmanet-system"},
 		{name: "exclusion operator", got: vw.NamespaceSelector.MatchExpressions[0].Operator, want: metav1.LabelSelectorOpNotIn},

@@ -128,9 +128,12 @@ func (m *Mutator) Handle(ctx context.Context, req admission.Request) admission.R
 	return resp.WithWarnings(warnings...)
 }
 
-// Validator is the handler of ValidatePath.
+// Validator is the handler of ValidatePath (Enforce false) and EnforcePath
+// (Enforce true: the namespace is labelled NamespaceLabelEnforce=true, so
+// every RDMA pod's errors deny; see ValidatePod).
 type Validator struct {
-	Reader client.Reader
+	Reader  client.Reader
+	Enforce bool
 }
 
 // Handle implements admission.Handler.
@@ -178,7 +181,7 @@ func (v *Validator) Handle(ctx context.Context, req admission.Request) admission
 			nads = append(nads, n)
 		}
 	}
-	verdict, err := ValidatePod(obj, nads, missing, opt)
+	verdict, err := ValidatePod(obj, nads, missing, opt, v.Enforce)
 	if err != nil {
 		return admission.Denied("rdmanet: " + err.Error())
 	}

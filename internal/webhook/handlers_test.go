@@ -120,18 +120,19 @@ func TestMutatorHandle(t *testing.T) {
 
 func TestValidatorHandle(t *testing.T) {
 	r := fakeReader(t, nadU("face-training-rdma", "example.com/sriov_rdma", sriovConfig))
-	v := &Validator{Reader: r}
 	ctx := context.Background()
+	noIPCLock := goodExclusive().with(func(p *corev1.Pod) { p.Spec.Containers[0].SecurityContext = nil }).pod()
 	tests := []struct {
 		name        string
 		pod         *corev1.Pod
+		enforce     bool // EnforcePath
 		wantAllowed bool
 		wantMsg     []string
 		wantWarn    string
 	}{
-		{name: "error finding denies with rule id, field and fix",
-			pod:     goodExclusive().with(func(p *corev1.Pod) { p.Spec.Containers[0].SecurityContext = nil }).pod(),
+		{name: "enforcing: error finding denies with rule id, field and fix", pod: noIPCLock, enforce: true,
 			wantMsg: []string{"RDMA060", "spec.containers[trainer].securityContext.capabilities.add", "fix: "}},
+		{name: "not enforcing: error finding of a pod that does not opt in is a warning", pod: noIPCLock, wantAllowed: true, wantWarn: "RDMA060"},
 		{name: "warning comes back as an admission warning", pod: goodHost().env("NCCL_SOCKET_IFNAME", "net1").pod(), wantAllowed: true, wantWarn: "RDMA073"},
 		{name: "missing NAD of an opted-in pod", pod: goodExclusive().ann(AnnotationNetwork, "face-training-rdma").
 			ann(NetworksAnnotation, "gone").pod(), wantMsg: []string{"RDMA020", "ai-training/gone"}},
@@ -139,6 +140,7 @@ func TestValidatorHandle(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
+			v := &Validator{Reader: r, Enforce: tt.enforce}
 			resp := v.Handle(ctx, podRequest(t, tt.pod))
 			if resp.Allowed != tt.wantAllowed {
 				t.Fatalf("allowed = %v, want %v (%v)", resp.Allowed, tt.wantAllowed, resp.Result)

@@ -26,6 +26,9 @@ const (
 const (
 	MutatePath   = "/mutate-pod"
 	ValidatePath = "/validate-pod"
+	// EnforcePath validates pods of namespaces labelled
+	// NamespaceLabelEnforce=true: every RDMA pod's errors deny.
+	EnforcePath = "/validate-pod-enforce"
 )
 
 // Options configure Setup. The zero value plus Default() is a working

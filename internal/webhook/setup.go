@@ -17,8 +17,8 @@ import (
 // ready until the Secret's certificate is in CertDir.
 const ReadyzCheckName = "webhook-certs"
 
-// Setup registers the mutating (MutatePath) and validating (ValidatePath)
-// handlers on the manager's webhook server and, with o.ManageCerts, the
+// Setup registers the mutating (MutatePath) and validating (ValidatePath,
+// EnforcePath) handlers on the manager's webhook server and, with o.ManageCerts, the
 // certificate manager as a runnable on every replica (no leader election).
 //
 // With ManageCerts the webhook server's CertDir must be o.CertDir. The
@@ -58,6 +58,7 @@ func Setup(mgr ctrl.Manager, o Options) error {
 	}
 	srv.Register(MutatePath, &webhook.Admission{Handler: &Mutator{Reader: mgr.GetAPIReader()}})
 	srv.Register(ValidatePath, &webhook.Admission{Handler: &Validator{Reader: mgr.GetAPIReader()}})
+	srv.Register(EnforcePath, &webhook.Admission{Handler: &Validator{Reader: mgr.GetAPIReader(), Enforce: true}})
 	return nil
 }
 

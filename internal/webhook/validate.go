@@ -28,7 +28,14 @@ type Verdict struct {
 // prepare it (its failurePolicy Ignore lets pods through while the
 // controller is unavailable), and admitting it would start a training job
 // on TCP sockets.
-func ValidatePod(pod *manifest.Object, nads []*manifest.Object, missing []manifest.NetworkSelection, opt *OptIn) (Verdict, error) {
+//
+// Error-level findings deny an opted-in pod, and any RDMA pod when enforce
+// is set (its namespace is labelled NamespaceLabelEnforce=true). An RDMA pod
+// that does not opt in, outside such a namespace, is admitted with its
+// errors as warnings: pods written for Multus and the device plugins (the
+// seeds' own Jobs among them) keep working when rdmanet-controller is
+// installed, and kubectl prints what lint would refuse.
+func ValidatePod(pod *manifest.Object, nads []*manifest.Object, missing []manifest.NetworkSelection, opt *OptIn, enforce bool) (Verdict, error) {
 	res, err := lint.LintPod(pod, nads)
 	if err != nil {
 		return Verdict{}, err
@@ -68,6 +75,17 @@ func ValidatePod(pod *manifest.Object, nads []*manifest.Object, missing []manife
 		case lint.Warning:
 			v.Warnings = append(v.Warnings, "rdmanet: "+line)
 		}
+	}
+	if len(errs) > 0 && opt == nil && !enforce {
+		// Warnings first: kubectl prints them in order.
+		head := fmt.Sprintf("rdmanet: pod %s (RDMA mode %s) breaks %d error-level rule(s) of `kubectl rdma lint`; admitted because it does not opt in (annotation %s or %s) and namespace %s is not labelled %s=true, where it would be refused:",
+			podName(pod), res.Mode, len(errs), AnnotationNetwork, AnnotationMode, pod.Namespace, NamespaceLabelEnforce)
+		w := []string{head}
+		for _, e := range errs {
+			w = append(w, "rdmanet: "+e)
+		}
+		v.Warnings = append(w, v.Warnings...)
+		return v, nil
 	}
 	if len(errs) > 0 {
 		v.Allowed = false

@@ -32,6 +32,7 @@ func TestValidatePod(t *testing.T) {
 		pod         *corev1.Pod
 		nads        []*unstructured.Unstructured
 		missing     []string
+		enforce     bool // the namespace is labelled rdmanet.io/enforce=true
 		wantScope   bool
 		wantAllowed bool
 		wantMode    string
@@ -41,11 +42,26 @@ func TestValidatePod(t *testing.T) {
 		{name: "good exclusive pod", pod: goodExclusive().pod(), nads: []*unstructured.Unstructured{sriov}, wantScope: true, wantAllowed: true, wantMode: ModeExclusive},
 		{name: "good host pod", pod: goodHost().pod(), wantScope: true, wantAllowed: true, wantMode: ModeHost},
 		{
-			name:      "exclusive pod without IPC_LOCK is denied with rule, field and fix",
+			name:      "enforced namespace: exclusive pod without IPC_LOCK is denied with rule, field and fix",
 			pod:       goodExclusive().with(func(p *corev1.Pod) { p.Spec.Containers[0].SecurityContext = nil }).pod(),
 			nads:      []*unstructured.Unstructured{sriov},
+			enforce:   true,
 			wantScope: true, wantMode: ModeExclusive,
 			wantDeny: []string{"RDMA060 (", "at spec.containers[trainer].securityContext.capabilities.add", "fix: add securityContext.capabilities.add: [\"IPC_LOCK\"]", "ai-training/face-trainer-0"},
+		},
+		{
+			name:      "opted-in exclusive pod without IPC_LOCK is denied in any namespace",
+			pod:       goodExclusive().ann(AnnotationNetwork, "face-training-rdma").with(func(p *corev1.Pod) { p.Spec.Containers[0].SecurityContext = nil }).pod(),
+			nads:      []*unstructured.Unstructured{sriov},
+			wantScope: true, wantMode: ModeExclusive,
+			wantDeny: []string{"RDMA060 ("},
+		},
+		{
+			name:      "not opted in, namespace not enforced: the same pod is admitted with the errors as warnings",
+			pod:       goodExclusive().with(func(p *corev1.Pod) { p.Spec.Containers[0].SecurityContext = nil }).pod(),
+			nads:      []*unstructured.Unstructured{sriov},
+			wantScope: true, wantAllowed: true, wantMode: ModeExclusive,
+			wantWarn: []string{"breaks 1 error-level rule(s)", "admitted because it does not opt in", "namespace ai-training is not labelled rdmanet.io/enforce=true", "rdmanet: RDMA060 (", "fix: add securityContext.capabilities.add"},
 		},
 		{
 			name:      "hostNetwork pod with a Multus interface name gets a warning",
@@ -54,8 +70,9 @@ func TestValidatePod(t *testing.T) {
 			wantWarn: []string{"RDMA073", "spec.containers[trainer].env[NCCL_SOCKET_IFNAME]", "fix: "},
 		},
 		{
-			name:      "RDMA pod without opt-in is checked: VF without a network",
+			name:      "enforced namespace: RDMA pod without opt-in is checked: VF without a network",
 			pod:       newPod("p").limit("example.com/sriov_rdma", "1").ipcLock().pod(),
+			enforce:   true,
 			wantScope: true, wantMode: ModeExclusive,
 			wantDeny: []string{"RDMA013", "resources.limits[example.com/sriov_rdma]"},
 		},
@@ -117,7 +134,7 @@ func TestValidatePod(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			v, err := ValidatePod(podObj(t, tt.pod), nads, missing, opt)
+			v, err := ValidatePod(podObj(t, tt.pod), nads, missing, opt, tt.enforce)
 			if err != nil {
 				t.Fatal(err)
 			}
