@@ -29,11 +29,12 @@ import (
 	"github.com/rdmanet/rdmanet/test/apiserver"
 )
 
-// kustomization returns the files deploy/controller/kustomization.yaml
-// lists, after checking it lists every manifest of the directory.
+// kustomization returns the deploy/controller files deploy/kustomization.yaml
+// lists (relative to deploy/controller), after checking it lists every
+// manifest of the directory.
 func kustomization(t *testing.T) []string {
 	t.Helper()
-	b, err := os.ReadFile(filepath.Join(deployDir(t), "kustomization.yaml"))
+	b, err := os.ReadFile(filepath.Join(deployDir(t), "..", "kustomization.yaml"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -41,23 +42,27 @@ func kustomization(t *testing.T) []string {
 		APIVersion string   `json:"apiVersion"`
 		Kind       string   `json:"kind"`
 		Resources  []string `json:"resources"`
+		Images     []any    `json:"images"`
 	}
 	if err := yaml.UnmarshalStrict(b, &k); err != nil || k.Kind != "Kustomization" {
-		t.Fatalf("deploy/controller/kustomization.yaml: %v (kind %q)", err, k.Kind)
+		t.Fatalf("deploy/kustomization.yaml: %v (kind %q)", err, k.Kind)
 	}
 	files, _ := filepath.Glob(filepath.Join(deployDir(t), "*.yaml"))
 	var onDisk []string
 	for _, f := range files {
-		if filepath.Base(f) != "kustomization.yaml" {
-			onDisk = append(onDisk, filepath.Base(f))
+		onDisk = append(onDisk, filepath.Base(f))
+	}
+	var listed []string
+	for _, r := range k.Resources {
+		if f, ok := strings.CutPrefix(r, "controller/"); ok {
+			listed = append(listed, f)
 		}
 	}
-	listed := slices.Clone(k.Resources)
 	sort.Strings(listed)
 	if !slices.Equal(listed, onDisk) {
-		t.Fatalf("deploy/controller/kustomization.yaml lists %v, the directory has %v", listed, onDisk)
+		t.Fatalf("deploy/kustomization.yaml lists %v of deploy/controller, the directory has %v", listed, onDisk)
 	}
-	return k.Resources
+	return listed
 }
 
 func TestDeployManifests(t *testing.T) {

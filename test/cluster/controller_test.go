@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
@@ -20,25 +19,26 @@ import (
 	"github.com/rdmanet/rdmanet/test/cluster"
 )
 
-// testController: rdmanet-controller (deploy/controller, this checkout's
-// image) on the real node: its admission webhooks called by the real
-// kube-apiserver through the controller's Service, the node label it
-// mirrors from the agent's annotation, opt-in pods mutated and Running with
-// net1, wrong pods refused with the rule and the fix, the address of a
-// deleted pod free again, and kubectl rdma verify over the live pods.
-// Installed for this scenario only and removed at its end (with
-// failurePolicy Fail, the validating webhook sees every pod created
-// meanwhile).
+// testController: rdmanet-controller (installed with deploy/, this
+// checkout's image) on the real node: its admission webhooks called by the
+// real kube-apiserver through the controller's Service, the node label it
+// mirrors from the agent's annotation, opt-in pods of all three modes
+// mutated and Running, wrong pods refused with the rule and the fix (opted
+// in, or in a namespace labelled rdmanet.io/enforce=true) or admitted with
+// the findings as warnings (elsewhere), kubectl rdma verify passing good
+// pods and naming the broken layer of broken ones, a leader change, the
+// webhook down under both failure policies, and the address of a deleted
+// pod free again.
 func testController(t *testing.T) {
-	installController(t)
 	// The agent annotates the node with its RDMA netns mode; the controller
 	// mirrors it into the label the webhook's node affinity needs.
 	waitNodeLabel(t, webhook.NodeLabelNetnsMode, "exclusive", 2*time.Minute)
 	applyExample(t, exclusiveNS, "examples/cluster/exclusive/nad.yaml")
+	bin := buildKubectlRDMA(t)
 
 	const pod = "optin-exclusive"
 	var ip string
-	t.Run("opt-in exclusive pod is mutated and Running with net1", func(t *testing.T) {
+	t.Run("opt-in exclusive pod is mutated, Running with net1, verify passes", func(t *testing.T) {
 		if err := k.Apply(ctx(t, time.Minute), optInPod(pod, exclusiveNS, "")); err != nil {
 			t.Fatal(err)
 		}
@@ -49,58 +49,87 @@ func testController(t *testing.T) {
 		checkMutated(t, &p)
 		waitRunning(t, exclusiveNS, "app="+pod, 1, 3*time.Minute)
 		_, ip = checkExclusive(t, exclusiveNS, pod, podResources(t))
+		checkVerifyGood(t, bin, exclusiveNS, pod, "node-resource", "nad-exists", "nad-resource", "network-status", "device-info", "exec",
+			"training-interface", "default-route", "dev-infiniband", "memlock", "cap-ipc-lock", "nccl-transport", "nccl-socket-ifname")
 	})
 
 	t.Run("pods breaking an error rule are refused with the rule and the fix", func(t *testing.T) {
+		// Opted in: refused in any namespace.
+		err := k.Apply(ctx(t, time.Minute), optInPod("bad-ifname", exclusiveNS, "eth1"))
+		if err == nil {
+			kubectl(t, "-n", exclusiveNS, "delete", "pod", "bad-ifname", "--wait=false")
+			t.Fatal("the API server admitted an opted-in pod with NCCL_SOCKET_IFNAME=eth1")
+		}
+		for _, w := range []string{"validate-pod.rdmanet.io", "RDMA073", "NCCL_SOCKET_IFNAME", "fix:"} {
+			if !strings.Contains(err.Error(), w) {
+				t.Errorf("denial does not contain %q: %v", w, err)
+			}
+		}
+		// Not opted in, in a namespace labelled for enforcement: refused.
+		kubectl(t, "label", "ns", exclusiveNS, webhook.NamespaceLabelEnforce+"=true")
+		defer kubectl(t, "label", "ns", exclusiveNS, webhook.NamespaceLabelEnforce+"-")
+		deadline := time.Now().Add(30 * time.Second) // the API server's namespace informer catches up
+		for {
+			err = k.Apply(ctx(t, time.Minute), vfPod("enforced-no-ipc-lock", exclusiveNS, false, ""))
+			if err == nil {
+				kubectl(t, "-n", exclusiveNS, "delete", "pod", "enforced-no-ipc-lock", "--wait=false")
+			}
+			if (err != nil && strings.Contains(err.Error(), "enforce-pod.rdmanet.io")) || time.Now().After(deadline) {
+				break
+			}
+			time.Sleep(time.Second)
+		}
+		for _, w := range []string{"enforce-pod.rdmanet.io", "RDMA060", "IPC_LOCK", "fix:"} {
+			if err == nil || !strings.Contains(err.Error(), w) {
+				t.Errorf("VF pod without IPC_LOCK in a namespace labelled %s=true: denial does not contain %q: %v", webhook.NamespaceLabelEnforce, w, err)
+			}
+		}
+	})
+
+	t.Run("broken pods outside enforcement: admitted with warnings, verify names the broken layer", func(t *testing.T) {
 		tests := []struct {
 			name, manifest string
-			want           []string
+			warn           string // rule in the admission warnings
+			check          string // the verify check that must be a problem
+			evidence       string
 		}{
-			{name: "VF pod without IPC_LOCK", manifest: vfPodWithoutIPCLock("no-ipc-lock", exclusiveNS),
-				want: []string{"RDMA060", "IPC_LOCK", "fix:"}},
-			{name: "opt-in pod whose NCCL_SOCKET_IFNAME names no interface it has", manifest: optInPod("bad-ifname", exclusiveNS, "eth1"),
-				want: []string{"RDMA073", "NCCL_SOCKET_IFNAME", "fix:"}},
+			{name: "no-ipc-lock", manifest: vfPod("no-ipc-lock", exclusiveNS, false, ""), warn: "RDMA060", check: "cap-ipc-lock", evidence: "IPC_LOCK"},
+			{name: "wrong-ifname", manifest: vfPod("wrong-ifname", exclusiveNS, true, "eth1"), warn: "RDMA073", check: "nccl-socket-ifname", evidence: "eth1"},
+			{name: "no-net1", manifest: vfPod("no-net1", "", true, ""), warn: "RDMA013", check: "nad-exists", evidence: "no net1"},
+		}
+		t.Cleanup(func() {
+			_, _ = k.Output(ctx(t, 3*time.Minute), "-n", exclusiveNS, "delete", "pod", "no-ipc-lock", "wrong-ifname", "no-net1", "--ignore-not-found", "--wait", "--timeout=120s")
+		})
+		for _, tc := range tests {
+			warnings, err := applyWarnings(t, tc.manifest)
+			if err != nil {
+				t.Fatalf("%s: %v", tc.name, err)
+			}
+			if !strings.Contains(warnings, tc.warn) || !strings.Contains(warnings, "admitted because it does not opt in") {
+				t.Errorf("%s: kubectl apply warnings %q lack %s and the reason it was admitted", tc.name, warnings, tc.warn)
+			}
 		}
 		for _, tc := range tests {
 			t.Run(tc.name, func(t *testing.T) {
-				err := k.Apply(ctx(t, time.Minute), tc.manifest)
-				if err == nil {
-					kubectl(t, "-n", exclusiveNS, "delete", "pod", "--ignore-not-found", "--wait=false", "no-ipc-lock", "bad-ifname")
-					t.Fatal("the API server admitted the pod")
+				waitRunning(t, exclusiveNS, "app="+tc.name, 1, 3*time.Minute)
+				rep, code := verifyPod(t, bin, exclusiveNS, tc.name)
+				if got := rep.status(tc.check); got != "problem" || !strings.Contains(rep.evidence(tc.check), tc.evidence) {
+					t.Errorf("check %s: %s (%s), want problem naming %s", tc.check, got, rep.evidence(tc.check), tc.evidence)
 				}
-				for _, w := range tc.want {
-					if !strings.Contains(err.Error(), w) {
-						t.Errorf("denial does not contain %q: %v", w, err)
-					}
+				if code != 1 {
+					t.Errorf("exit %d, want 1", code)
 				}
 			})
 		}
 	})
 
-	t.Run("kubectl rdma verify", func(t *testing.T) {
+	t.Run("verify after the NAD is deleted names it", func(t *testing.T) {
 		if ip == "" {
 			t.Skip("no opt-in pod Running (see above)")
 		}
-		bin := buildKubectlRDMA(t)
-		rep, code := verifyPod(t, bin, exclusiveNS, pod)
-		// Every layer this machine can provide is OK; the kernel RDMA
-		// checks cannot be (no RDMA subsystem: no /sys/class/infiniband,
-		// no GID table in the pod), so verify exits 1 naming them.
-		for _, c := range []string{"node-resource", "nad-exists", "nad-resource", "network-status", "device-info", "exec",
-			"training-interface", "default-route", "dev-infiniband", "memlock", "cap-ipc-lock", "nccl-transport", "nccl-socket-ifname"} {
-			if got := rep.status(c); got != "ok" {
-				t.Errorf("check %s: %s (%s), want ok", c, got, rep.evidence(c))
-			}
-		}
-		if got := rep.status("rdma-device"); got != "problem" {
-			t.Errorf("check rdma-device: %s (%s), want problem on a kernel without an RDMA subsystem", got, rep.evidence("rdma-device"))
-		}
-		if code != 1 {
-			t.Errorf("exit %d, want 1 (a problem found)", code)
-		}
 		// The NAD deleted after the pod started: a restart would fail.
 		kubectl(t, "delete", "-f", repoPath("examples/cluster/exclusive/nad.yaml"))
-		rep, code = verifyPod(t, bin, exclusiveNS, pod)
+		rep, code := verifyPod(t, bin, exclusiveNS, pod)
 		if got := rep.status("nad-exists"); got != "problem" || !strings.Contains(rep.evidence("nad-exists"), "face-training-rdma") {
 			t.Errorf("check nad-exists after the NAD was deleted: %s (%s), want problem naming face-training-rdma", got, rep.evidence("nad-exists"))
 		}
@@ -132,7 +161,27 @@ func testController(t *testing.T) {
 		waitGone(t, exclusiveNS, "app="+pod, 2*time.Minute)
 	})
 
-	t.Run("opt-in shared and host pods are mutated and Running", func(t *testing.T) {
+	t.Run("leader pod deleted: the other replica leads", func(t *testing.T) {
+		old := leaseHolder(t)
+		start := time.Now()
+		kubectl(t, "-n", webhook.DefaultNamespace, "delete", "pod", old, "--wait=false")
+		for {
+			h := leaseHolder(t)
+			if h != "" && h != old {
+				t.Logf("leader %s → %s in %.1f s", old, h, time.Since(start).Seconds())
+				break
+			}
+			if time.Since(start) > 2*time.Minute {
+				t.Fatalf("lease still held by %q two minutes after its pod %s was deleted", h, old)
+			}
+			time.Sleep(500 * time.Millisecond)
+		}
+		rollout(t, "deployment/rdmanet-controller")
+		// The new leader's node labeler: the label follows the agent into
+		// shared mode in the next step.
+	})
+
+	t.Run("opt-in shared and host pods are mutated, Running, verify passes", func(t *testing.T) {
 		switchToShared(t)
 		waitNodeLabel(t, webhook.NodeLabelNetnsMode, "shared", 2*time.Minute)
 		applyExample(t, exclusiveNS, "examples/cluster/shared/nad.yaml")
@@ -208,59 +257,98 @@ spec:
 		if got := ipv4Of(t, exclusiveNS, "optin-shared", "net1"); len(got) == 0 {
 			t.Errorf("optin-shared: net1 has no IPv4 address in the pod")
 		}
+		checkVerifyGood(t, bin, exclusiveNS, "optin-shared", "node-resource", "nad-exists", "nad-resource", "network-status", "exec",
+			"training-interface", "default-route", "memlock", "cap-ipc-lock", "nccl-transport", "nccl-socket-ifname")
+		checkVerifyGood(t, bin, exclusiveNS, "optin-host", "node-resource", "exec", "memlock", "cap-ipc-lock", "nccl-transport", "nccl-socket-ifname")
 	})
-}
 
-// installController applies deploy/controller with this checkout's image
-// and waits until both replicas are ready and the webhook configurations
-// carry the controller's CA; the cleanup removes it all and checks the
-// webhook configurations are gone.
-func installController(t *testing.T) {
-	t.Helper()
-	dir := filepath.Join(layout.Dir, "controller-overlay")
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	rel, err := filepath.Rel(dir, repoPath("deploy/controller"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	name, tag, _ := strings.Cut(state.Image, ":")
-	kust := fmt.Sprintf("apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\nresources:\n  - %s\nimages:\n  - name: rdmanet/rdmanet\n    newName: %s\n    newTag: %s\n", rel, name, tag)
-	if err := os.WriteFile(filepath.Join(dir, "kustomization.yaml"), []byte(kust), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	kubectl(t, "apply", "-k", dir)
-	t.Cleanup(func() {
-		if _, err := k.Output(ctx(t, 3*time.Minute), "delete", "-k", dir, "--ignore-not-found", "--wait", "--timeout=120s"); err != nil {
-			t.Errorf("removing rdmanet-controller: %v", err)
+	t.Run("webhook down: Fail refuses RDMA pods only, Ignore lets them through", func(t *testing.T) {
+		kubectl(t, "-n", webhook.DefaultNamespace, "scale", "deployment/rdmanet-controller", "--replicas=0")
+		defer func() {
+			kubectl(t, "-n", webhook.DefaultNamespace, "scale", "deployment/rdmanet-controller", "--replicas=2")
+			rollout(t, "deployment/rdmanet-controller")
+		}()
+		waitGone(t, webhook.DefaultNamespace, "app.kubernetes.io/name=rdmanet-controller", 2*time.Minute)
+		rdmaPod := vfPod("while-down", exclusiveNS, true, "")
+		plain := fmt.Sprintf("apiVersion: v1\nkind: Pod\nmetadata: {name: web-while-down, namespace: %s}\nspec:\n  containers: [{name: web, image: %s, imagePullPolicy: Never}]\n", exclusiveNS, cluster.TestboxImage)
+		dryRun := func(manifest string) error {
+			return k.ApplyArgs(ctx(t, time.Minute), manifest, "--dry-run=server")
 		}
-		for _, kind := range []string{"mutatingwebhookconfiguration", "validatingwebhookconfiguration"} {
-			if out, _ := k.Output(ctx(t, time.Minute), "get", kind, webhook.DefaultConfigurationName, "--ignore-not-found", "-o", "name"); strings.TrimSpace(out) != "" {
-				t.Errorf("%s left after kubectl delete -k deploy/controller", out)
-			}
+		if err := dryRun(rdmaPod); err == nil || !strings.Contains(err.Error(), "failed calling webhook") {
+			t.Errorf("RDMA pod with the controller down and failurePolicy Fail: %v, want refused (failed calling webhook)", err)
 		}
-		// The Secret the controller created for its certificates is its own
-		// object, not the manifests': it goes with the namespace.
-		_, _ = k.Output(ctx(t, time.Minute), "-n", webhook.DefaultNamespace, "delete", "secret", webhook.DefaultSecretName, "--ignore-not-found")
-	})
-	if _, err := k.Output(ctx(t, 4*time.Minute), "-n", webhook.DefaultNamespace, "rollout", "status", "deployment/rdmanet-controller", "--timeout=180s"); err != nil {
-		out, _ := k.Output(ctx(t, time.Minute), "-n", webhook.DefaultNamespace, "get", "pods", "-o", "wide")
-		logs, _ := k.Output(ctx(t, time.Minute), "-n", webhook.DefaultNamespace, "logs", "deployment/rdmanet-controller", "--tail=40")
-		t.Fatalf("%v\n%s\n%s", err, out, logs)
-	}
-	for _, kind := range []string{"mutatingwebhookconfiguration", "validatingwebhookconfiguration"} {
-		deadline := time.Now().Add(time.Minute)
+		if err := dryRun(plain); err != nil {
+			t.Errorf("plain pod with the controller down: %v, want admitted (not an RDMA candidate: never sent)", err)
+		}
+		patch := `[{"op":"replace","path":"/webhooks/0/failurePolicy","value":"%[1]s"},{"op":"replace","path":"/webhooks/1/failurePolicy","value":"%[1]s"}]`
+		kubectl(t, "patch", "validatingwebhookconfiguration", webhook.DefaultConfigurationName, "--type=json", "-p", fmt.Sprintf(patch, "Ignore"))
+		defer kubectl(t, "patch", "validatingwebhookconfiguration", webhook.DefaultConfigurationName, "--type=json", "-p", fmt.Sprintf(patch, "Fail"))
+		deadline := time.Now().Add(30 * time.Second) // the API server reloads configurations asynchronously
 		for {
-			ca := kubectl(t, "get", kind, webhook.DefaultConfigurationName, "-o", "jsonpath={.webhooks[0].clientConfig.caBundle}")
-			if ca != "" {
+			err := dryRun(rdmaPod)
+			if err == nil {
 				break
 			}
 			if time.Now().After(deadline) {
-				t.Fatalf("%s %s has no caBundle a minute after the controller is ready", kind, webhook.DefaultConfigurationName)
+				t.Fatalf("RDMA pod with the controller down and failurePolicy Ignore: %v, want admitted", err)
 			}
 			time.Sleep(time.Second)
 		}
+	})
+}
+
+// checkVerifyGood runs kubectl rdma verify on a good pod: the checks named
+// are ok, and the only problems are the kernel RDMA subsystem's (this
+// machine has none: rdma-device).
+func checkVerifyGood(t *testing.T, bin, ns, pod string, ok ...string) {
+	t.Helper()
+	rep, code := verifyPod(t, bin, ns, pod)
+	for _, c := range ok {
+		if got := rep.status(c); got != "ok" {
+			t.Errorf("%s: check %s: %s (%s), want ok", pod, c, got, rep.evidence(c))
+		}
+	}
+	for _, p := range rep.Pods {
+		for _, c := range p.Checks {
+			if c.Status == "problem" && c.Check != "rdma-device" {
+				t.Errorf("%s: check %s: problem (%s); only rdma-device may fail on a kernel without an RDMA subsystem", pod, c.Check, c.Evidence)
+			}
+		}
+	}
+	if got := rep.status("rdma-device"); got != "problem" {
+		t.Errorf("%s: check rdma-device: %s (%s), want problem on a kernel without an RDMA subsystem", pod, got, rep.evidence("rdma-device"))
+	}
+	if code != 1 {
+		t.Errorf("%s: exit %d, want 1 (the rdma-device problem)", pod, code)
+	}
+}
+
+// applyWarnings applies a manifest and returns kubectl's warnings (stderr).
+func applyWarnings(t *testing.T, manifest string) (string, error) {
+	t.Helper()
+	var stderr strings.Builder
+	cmd := exec.CommandContext(ctx(t, time.Minute), k.Path, "--kubeconfig", k.Kubeconfig, "apply", "-f", "-")
+	cmd.Stdin = strings.NewReader(manifest)
+	cmd.Stderr = &stderr
+	if err := cmd.Run(); err != nil {
+		return stderr.String(), fmt.Errorf("kubectl apply: %w: %s", err, stderr.String())
+	}
+	return stderr.String(), nil
+}
+
+// leaseHolder is the pod holding rdmanet-controller's leader Lease.
+func leaseHolder(t *testing.T) string {
+	t.Helper()
+	h := kubectl(t, "-n", webhook.DefaultNamespace, "get", "lease", "rdmanet-controller", "-o", "jsonpath={.spec.holderIdentity}")
+	pod, _, _ := strings.Cut(strings.TrimSpace(h), "_") // controller-runtime: <hostname>_<uuid>
+	return pod
+}
+
+func rollout(t *testing.T, what string) {
+	t.Helper()
+	if _, err := k.Output(ctx(t, 4*time.Minute), "-n", webhook.DefaultNamespace, "rollout", "status", what, "--timeout=180s"); err != nil {
+		out, _ := k.Output(ctx(t, time.Minute), "-n", webhook.DefaultNamespace, "get", "pods", "-o", "wide")
+		t.Fatalf("%v\n%s", err, out)
 	}
 }
 
@@ -307,24 +395,38 @@ spec:
 `, name, ns, cluster.TestboxImage, env)
 }
 
-// vfPodWithoutIPCLock attaches a VF the Multus way, without opting in and
-// without IPC_LOCK (RDMA060 is an error: memory registration fails).
-func vfPodWithoutIPCLock(name, ns string) string {
+// vfPod requests a VF the Multus way, without opting in: with the seed
+// NAD's network on net1 unless ns is "" (then in exclusiveNS without any
+// network: no net1), IPC_LOCK when ipcLock, NCCL_SOCKET_IFNAME (default
+// "=net1").
+func vfPod(name, ns string, ipcLock bool, socketIfname string) string {
+	ann := "\n  annotations: {k8s.v1.cni.cncf.io/networks: face-training-rdma}"
+	if ns == "" {
+		ns, ann = exclusiveNS, ""
+	}
+	if socketIfname == "" {
+		socketIfname = "=net1"
+	}
+	sc := ""
+	if ipcLock {
+		sc = "\n      securityContext: {capabilities: {add: [IPC_LOCK]}}"
+	}
 	return fmt.Sprintf(`apiVersion: v1
 kind: Pod
 metadata:
   name: %[1]s
   namespace: %[2]s
-  annotations: {k8s.v1.cni.cncf.io/networks: face-training-rdma}
+  labels: {app: %[1]s}%[3]s
 spec:
+  terminationGracePeriodSeconds: 1
   containers:
     - name: trainer
-      image: %[3]s
+      image: %[4]s
       imagePullPolicy: Never
-      command: ["sleep", "infinity"]
-      env: [{name: NCCL_SOCKET_IFNAME, value: "=net1"}]
-      resources: {limits: {%[4]s: "1"}}
-`, name, ns, cluster.TestboxImage, vfResource)
+      command: ["sh", "-c", "trap 'exit 0' TERM; sleep infinity & wait"]
+      env: [{name: NCCL_SOCKET_IFNAME, value: %[5]q}]
+      resources: {limits: {%[6]s: "1"}}%[7]s
+`, name, ns, ann, cluster.TestboxImage, socketIfname, vfResource, sc)
 }
 
 // checkMutated: what the webhook gives an exclusive opt-in pod.

@@ -2,11 +2,13 @@ package cluster
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"os"
 	"path/filepath"
 	"strings"
+	"time"
 )
 
 // OverlayDir is the committed kustomize overlay of deploy/ for the
@@ -45,7 +47,10 @@ images:
 	return dir, nil
 }
 
-// Install applies the overlay and waits for the rdmanet-node DaemonSet.
+// Install applies the overlay and waits for the rdmanet-node DaemonSet,
+// the rdmanet-controller Deployment and the controller's CA in every
+// webhook of its configurations (until then the API server cannot call
+// them, and RDMA pods are refused).
 func (l Layout) Install(ctx context.Context, k Kubectl, imageRef string, out io.Writer) error {
 	dir, err := l.overlay(imageRef)
 	if err != nil {
@@ -54,7 +59,55 @@ func (l Layout) Install(ctx context.Context, k Kubectl, imageRef string, out io.
 	if err := k.run(ctx, out, "apply", "-k", dir); err != nil {
 		return err
 	}
-	return k.run(ctx, out, "-n", "rdmanet-system", "rollout", "status", "daemonset/rdmanet-node", "--timeout=300s")
+	if err := k.run(ctx, out, "-n", "rdmanet-system", "rollout", "status", "daemonset/rdmanet-node", "--timeout=300s"); err != nil {
+		return err
+	}
+	if err := k.run(ctx, out, "-n", "rdmanet-system", "rollout", "status", "deployment/rdmanet-controller", "--timeout=300s"); err != nil {
+		logs, _ := k.Output(ctx, "-n", "rdmanet-system", "logs", "deployment/rdmanet-controller", "--tail=40")
+		return fmt.Errorf("%w\nrdmanet-controller's log:\n%s", err, logs)
+	}
+	return k.WaitCABundles(ctx, ControllerWebhooks, 2*time.Minute)
+}
+
+// ControllerWebhooks is the name of rdmanet-controller's Mutating- and
+// ValidatingWebhookConfiguration.
+const ControllerWebhooks = "rdmanet-controller"
+
+// WaitCABundles waits until every webhook of the mutating and validating
+// configuration name has a caBundle.
+func (k Kubectl) WaitCABundles(ctx context.Context, name string, limit time.Duration) error {
+	deadline := time.Now().Add(limit)
+	for _, kind := range []string{"mutatingwebhookconfiguration", "validatingwebhookconfiguration"} {
+		for {
+			js, err := k.Output(ctx, "get", kind, name, "-o", "json")
+			if err != nil {
+				return err
+			}
+			var cfg struct {
+				Webhooks []struct {
+					Name         string
+					ClientConfig struct{ CABundle string } `json:"clientConfig"`
+				}
+			}
+			if err := json.Unmarshal([]byte(js), &cfg); err != nil {
+				return fmt.Errorf("%s %s: %w", kind, name, err)
+			}
+			var missing []string
+			for _, w := range cfg.Webhooks {
+				if w.ClientConfig.CABundle == "" {
+					missing = append(missing, w.Name)
+				}
+			}
+			if len(missing) == 0 && len(cfg.Webhooks) > 0 {
+				break
+			}
+			if time.Now().After(deadline) {
+				return fmt.Errorf("%s %s: webhooks %v have no caBundle %s after rdmanet-controller became ready; its log: kubectl -n rdmanet-system logs deployment/rdmanet-controller", kind, name, missing, limit)
+			}
+			time.Sleep(time.Second)
+		}
+	}
+	return nil
 }
 
 // Uninstall deletes what Install applied and waits for it to go.

@@ -88,8 +88,14 @@ func (k Kubectl) run(ctx context.Context, out io.Writer, args ...string) error {
 
 // Apply pipes a manifest into kubectl apply -f -.
 func (k Kubectl) Apply(ctx context.Context, manifest string) error {
+	return k.ApplyArgs(ctx, manifest)
+}
+
+// ApplyArgs pipes a manifest into kubectl apply -f - with extra flags
+// (e.g. --dry-run=server).
+func (k Kubectl) ApplyArgs(ctx context.Context, manifest string, args ...string) error {
 	var stderr bytes.Buffer
-	cmd := exec.CommandContext(ctx, k.Path, "--kubeconfig", k.Kubeconfig, "apply", "-f", "-")
+	cmd := exec.CommandContext(ctx, k.Path, append([]string{"--kubeconfig", k.Kubeconfig, "apply", "-f", "-"}, args...)...)
 	cmd.Stdin = strings.NewReader(manifest)
 	cmd.Stderr = &stderr
 	if err := cmd.Run(); err != nil {

@@ -42,6 +42,9 @@ func TestCluster(t *testing.T) {
 
 func testInstalled(t *testing.T) {
 	ps := waitRunning(t, "rdmanet-system", "app.kubernetes.io/name=rdmanet-node", 1, 3*time.Minute)
+	// rdmanet-controller's two replicas (leader election; both serve the
+	// webhooks), ready before the install step returned.
+	waitRunning(t, "rdmanet-system", "app.kubernetes.io/name=rdmanet-controller", 2, time.Minute)
 	for _, c := range ps[0].Status.ContainerStatuses {
 		if !c.Ready {
 			t.Errorf("rdmanet-node container %s not Ready", c.Name)
@@ -570,6 +573,12 @@ func testUninstall(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitGone(t, "rdmanet-system", "app.kubernetes.io/name=rdmanet-node", 2*time.Minute)
+	waitGone(t, "rdmanet-system", "app.kubernetes.io/name=rdmanet-controller", 2*time.Minute)
+	for _, kind := range []string{"mutatingwebhookconfiguration", "validatingwebhookconfiguration"} {
+		if out, _ := k.Output(ctx(t, time.Minute), "get", kind, cluster.ControllerWebhooks, "--ignore-not-found", "-o", "name"); strings.TrimSpace(out) != "" {
+			t.Errorf("%s left after kubectl delete -k", strings.TrimSpace(out))
+		}
+	}
 	for _, sock := range []string{"node/run/rdmanet/daemon.sock"} {
 		if _, err := os.Stat(filepath.Join(layout.Dir, sock)); err == nil {
 			t.Errorf("%s left on the node after kubectl delete -k", sock)

@@ -33,7 +33,6 @@ import (
 	nadclient "github.com/k8snetworkplumbingwg/network-attachment-definition-client/pkg/client/clientset/versioned"
 	appsv1 "k8s.io/api/apps/v1"
 	authenticationv1 "k8s.io/api/authentication/v1"
-	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
@@ -50,7 +49,6 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/yaml"
 
-	v1alpha1 "github.com/rdmanet/rdmanet/api/ipam/v1alpha1"
 	"github.com/rdmanet/rdmanet/internal/agent"
 	"github.com/rdmanet/rdmanet/internal/cni/meta"
 	"github.com/rdmanet/rdmanet/internal/inventory"
@@ -197,9 +195,6 @@ func TestDeployKustomization(t *testing.T) {
 		if d.IsDir() && p == filepath.Join(dir, "dra") {
 			return filepath.SkipDir // opt-in DRA: lists its own files (internal/dra TestDeviceClassesAPIServer)
 		}
-		if d.IsDir() && p == filepath.Join(dir, "controller") {
-			return filepath.SkipDir // rdmanet-controller, applied on its own for now: lists its own files (internal/controller TestDeployManifests)
-		}
 		if ext := filepath.Ext(p); !d.IsDir() && (ext == ".yaml" || ext == ".yml") && d.Name() != "kustomization.yaml" {
 			rel, _ := filepath.Rel(dir, p)
 			onDisk = append(onDisk, filepath.ToSlash(rel))
@@ -225,11 +220,11 @@ func TestDeployKustomization(t *testing.T) {
 	want := "rdmanet/rdmanet:" + k.Images[0].NewTag
 	objs := loadDeploy(t)
 	ds := deployTyped[appsv1.DaemonSet](t, objs, "DaemonSet", "rdmanet-node")
-	cj := deployTyped[batchv1.CronJob](t, objs, "CronJob", "rdmanet-ipam-gc")
+	ctrl := deployTyped[appsv1.Deployment](t, objs, "Deployment", "rdmanet-controller")
 	var all []corev1.Container
 	all = append(all, ds.Spec.Template.Spec.InitContainers...)
 	all = append(all, ds.Spec.Template.Spec.Containers...)
-	all = append(all, cj.Spec.JobTemplate.Spec.Template.Spec.Containers...)
+	all = append(all, ctrl.Spec.Template.Spec.Containers...)
 	for _, c := range all {
 		if c.Image != want {
 			t.Errorf("container %s: image %q, want %q (no registry host; the operator sets it)", c.Name, c.Image, want)
@@ -1073,133 +1068,4 @@ func TestDeployRBAC(t *testing.T) {
 			}},
 		})
 	})
-
-	t.Run("rdmanet-ipam-gc", func(t *testing.T) {
-		// The CronJob's kubeconfig, pointed at this server and a file with the token.
-		cm := deployTyped[corev1.ConfigMap](t, objs, "ConfigMap", "rdmanet-ipam-gc-kubeconfig")
-		kc, err := clientcmd.Load([]byte(cm.Data["kubeconfig"]))
-		if err != nil {
-			t.Fatal(err)
-		}
-		dir := t.TempDir()
-		tokenFile := filepath.Join(dir, "token")
-		writeFile(t, tokenFile, mintToken(t, admin, "rdmanet-ipam-gc"), 0o600)
-		kctx := kc.Contexts[kc.CurrentContext]
-		if kctx == nil || kc.AuthInfos[kctx.AuthInfo].TokenFile != "/var/run/secrets/kubernetes.io/serviceaccount/token" {
-			t.Fatalf("gc kubeconfig does not read the pod's service account token: %+v", kctx)
-		}
-		kc.Clusters[kctx.Cluster].Server = api.Config().Host
-		kc.Clusters[kctx.Cluster].CertificateAuthority = api.Config().CAFile
-		kc.AuthInfos[kctx.AuthInfo].TokenFile = tokenFile
-		kubeconfig := filepath.Join(dir, "kubeconfig")
-		if err := clientcmd.WriteToFile(*kc, kubeconfig); err != nil {
-			t.Fatal(err)
-		}
-		cj := deployTyped[batchv1.CronJob](t, objs, "CronJob", "rdmanet-ipam-gc")
-		c := cj.Spec.JobTemplate.Spec.Template.Spec.Containers[0]
-		if cj.Spec.JobTemplate.Spec.Template.Spec.ServiceAccountName != "rdmanet-ipam-gc" || !slices.Equal(c.Command, []string{"/opt/rdmanet/bin/rdmanet-ipam", "gc"}) {
-			t.Fatalf("CronJob runs %v as %q", c.Command, cj.Spec.JobTemplate.Spec.Template.Spec.ServiceAccountName)
-		}
-		var args []string
-		for _, a := range c.Args {
-			if strings.HasPrefix(a, "-kubeconfig=") {
-				a = "-kubeconfig=" + kubeconfig
-			}
-			args = append(args, a)
-		}
-		rc, err := ipam.RESTConfigFromKubeconfig(kubeconfig)
-		if err != nil {
-			t.Fatal(err)
-		}
-		store, err := ipam.NewKubeStore(rc)
-		if err != nil {
-			t.Fatal(err)
-		}
-		cluster, err := gc.NewKubeCluster(rc)
-		if err != nil {
-			t.Fatal(err)
-		}
-		// gc.Run as `rdmanet-ipam gc` runs it, with another writer changing
-		// the block before gc's first update: gc re-reads it (GET), updates
-		// it and deletes it (the node is gone).
-		adminStore, err := ipam.NewKubeStore(api.Config())
-		if err != nil {
-			t.Fatal(err)
-		}
-		// NoGrace: the allocation was made a moment ago; this checks RBAC, not the
-		// grace period (gc.TestRunSlowStatus does).
-		rep, err := gc.Run(ctx, gc.Options{Store: &conflictOnce{Store: store, other: adminStore}, Cluster: cluster, Network: network, Grace: gc.NoGrace})
-		if err != nil {
-			t.Fatalf("gc with the rdmanet-ipam-gc token: %v", err)
-		}
-		if len(rep.Released) != 1 || len(rep.DeletedBlocks) != 1 {
-			t.Fatalf("gc released %d addresses and deleted %d blocks, want 1 and 1: %+v", len(rep.Released), len(rep.DeletedBlocks), rep)
-		}
-		// The CronJob's command line, flags and kubeconfig: nothing left to do.
-		var stdout, stderr bytes.Buffer
-		if code := gc.Main(append(args, "-network="+network), &stdout, &stderr); code != 0 {
-			t.Fatalf("rdmanet-ipam gc %v with the rdmanet-ipam-gc token: exit %d\n%s%s", args, code, stdout.String(), stderr.String())
-		}
-		if !strings.Contains(stdout.String(), "released=0 ") {
-			t.Fatalf("rdmanet-ipam gc after gc: %s", stdout.String())
-		}
-		cs, err := kubernetes.NewForConfig(rc)
-		if err != nil {
-			t.Fatal(err)
-		}
-		forbidden(t, []apiCall{
-			{"create ipamblock", func(ctx context.Context) error {
-				_, err := store.Create(ctx, &v1alpha1.IPAMBlock{ObjectMeta: metav1.ObjectMeta{Name: deployName("gc-forbidden")}})
-				return err
-			}},
-			{"get pod", func(ctx context.Context) error {
-				_, err := cs.CoreV1().Pods(ns).Get(ctx, mine.Name, metav1.GetOptions{})
-				return err
-			}},
-			{"watch pods", func(ctx context.Context) error {
-				w, err := cs.CoreV1().Pods("").Watch(ctx, metav1.ListOptions{})
-				if err == nil {
-					w.Stop()
-				}
-				return err
-			}},
-			{"delete pod", func(ctx context.Context) error {
-				return cs.CoreV1().Pods(ns).Delete(ctx, other.Name, metav1.DeleteOptions{})
-			}},
-			{"patch pod status", func(ctx context.Context) error {
-				_, err := cs.CoreV1().Pods(ns).Patch(ctx, mine.Name, k8stypes.MergePatchType, []byte(`{"metadata":{"annotations":{"x":"y"}}}`), metav1.PatchOptions{}, "status")
-				return err
-			}},
-			{"list secrets", func(ctx context.Context) error {
-				_, err := cs.CoreV1().Secrets("").List(ctx, metav1.ListOptions{})
-				return err
-			}},
-		})
-	})
-}
-
-// conflictOnce is a Store whose first Update is preceded by another
-// writer's update of the same block, so it conflicts.
-type conflictOnce struct {
-	ipam.Store
-	other ipam.Store
-	done  bool
-}
-
-func (c *conflictOnce) Update(ctx context.Context, b *v1alpha1.IPAMBlock) (*v1alpha1.IPAMBlock, error) {
-	if !c.done {
-		c.done = true
-		cur, err := c.other.Get(ctx, b.Name)
-		if err != nil {
-			return nil, err
-		}
-		if cur.Annotations == nil {
-			cur.Annotations = map[string]string{}
-		}
-		cur.Annotations["rdmanet.io/deploy-test"] = "other writer"
-		if _, err := c.other.Update(ctx, cur); err != nil {
-			return nil, err
-		}
-	}
-	return c.Store.Update(ctx, b)
 }
