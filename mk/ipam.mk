@@ -4,8 +4,11 @@ TOOLS_BIN ?= $(CURDIR)/.tools/bin
 export TOOLS_BIN
 
 .PHONY: k8s-tools bench-ipam
+# kube-scheduler and kube-controller-manager too: internal/dra's
+# TestAlignmentScheduler runs them against the apiserver tier's server (the
+# cluster tier needs them anyway, so a cold CI builds nothing extra).
 k8s-tools:
-	hack/build-k8s-tools.sh
+	hack/build-k8s-tools.sh etcd kube-apiserver kube-scheduler kube-controller-manager
 
 test-prereqs:: k8s-tools
 
