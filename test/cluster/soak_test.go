@@ -95,7 +95,7 @@ func testSoak(t *testing.T) {
 	seed := time.Now().UnixNano()
 	rng := rand.New(rand.NewSource(seed))
 	t0 := time.Now()
-	var pods, faults, failed, leaked, dupIPs, dupVFs, stranded int
+	var pods, faults, failed, leaked, dupIPs, dupVFs, stranded, kubeletLost int
 	var maxRelease time.Duration
 	for r := 0; r < rounds; r++ {
 		fault := clusterSoakPlan[r%len(clusterSoakPlan)]
@@ -129,9 +129,44 @@ func testSoak(t *testing.T) {
 		ps := waitRunning(t, ns, "app=soak", want, 5*time.Minute)
 		pods += len(ps)
 		res := podResources(t)
+		// PodResources can lag the pods' start; wait for every pod's VF.
+		missing := func() []string {
+			var out []string
+			for _, p := range ps {
+				if len(res[ns+"/"+p.Name][vfResource]) == 0 {
+					out = append(out, p.Name)
+				}
+			}
+			return out
+		}
+		for deadline := time.Now().Add(30 * time.Second); len(missing()) > 0 && time.Now().Before(deadline); time.Sleep(time.Second) {
+			res = podResources(t)
+		}
+		// A kubelet restarted while it starts pods can lose their device
+		// assignment for good: a container it started before writing its
+		// device checkpoint is found running by the new kubelet, which does
+		// not allocate for it again (upstream behaviour). The pod keeps the
+		// VF the device plugin gave it and rdmanet attached; kubelet's
+		// accounting lacks it. Counted, not failed; the duplicate checks
+		// below still hold for those pods. After any other fault a missing
+		// assignment is an error.
+		lost := map[string]bool{}
+		if fault == soakKubeletRestart {
+			for _, name := range missing() {
+				lost[name] = true
+			}
+			if len(lost) > 0 {
+				kubeletLost += len(lost)
+				t.Logf("round %d (%s): kubelet lists no %s for %v after its restart (its own accounting; see above)", r, fault, vfResource, missing())
+			}
+		}
 		vfs, ips := map[string]string{}, map[string]string{}
 		for _, p := range ps {
-			vf, ip := checkExclusive(t, ns, p.Name, res)
+			podRes := res
+			if lost[p.Name] {
+				podRes = nil // checkExclusive: no PodResources comparison
+			}
+			vf, ip := checkExclusive(t, ns, p.Name, podRes)
 			if other, dup := vfs[vf]; dup {
 				dupVFs++
 				t.Errorf("round %d: VF %s in pods %s and %s", r, vf, other, p.Name)
@@ -192,8 +227,8 @@ func testSoak(t *testing.T) {
 			t.Fatalf("round %d (%s) failed (seed %d)", r, fault, seed)
 		}
 	}
-	fmt.Printf("soak-cluster: rounds=%d pods=%d faults=%d failed_rounds=%d stranded_vfs=%d leaked_ips=%d duplicate_ips=%d duplicate_vfs=%d ip_release_max_s=%.1f wall_s=%.0f\n",
-		rounds, pods, faults, failed, stranded, leaked, dupIPs, dupVFs, maxRelease.Seconds(), time.Since(t0).Seconds())
+	fmt.Printf("soak-cluster: rounds=%d pods=%d faults=%d failed_rounds=%d stranded_vfs=%d leaked_ips=%d duplicate_ips=%d duplicate_vfs=%d kubelet_lost_assignments=%d ip_release_max_s=%.1f wall_s=%.0f\n",
+		rounds, pods, faults, failed, stranded, leaked, dupIPs, dupVFs, kubeletLost, maxRelease.Seconds(), time.Since(t0).Seconds())
 }
 
 // waitAllVFs waits until the node's allocatable VF count is whole.
