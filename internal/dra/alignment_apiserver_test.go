@@ -7,12 +7,9 @@ package dra
 // allocations checked against the fixture's PCIe topology.
 
 import (
-	"bufio"
-	"bytes"
 	"context"
 	"fmt"
 	"log/slog"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -23,7 +20,6 @@ import (
 	resourceapi "k8s.io/api/resource/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"k8s.io/client-go/kubernetes"
 	"sigs.k8s.io/yaml"
 
@@ -48,20 +44,8 @@ func loadExample(t *testing.T, file string) examples {
 		t.Fatal(err)
 	}
 	path := filepath.Join(root, "examples", "dra", file)
-	b, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
 	var ex examples
-	r := utilyaml.NewYAMLReader(bufio.NewReader(bytes.NewReader(b)))
-	for {
-		doc, err := r.Read()
-		if err != nil {
-			break
-		}
-		if strings.TrimSpace(stripComments(string(doc))) == "" {
-			continue
-		}
+	for _, doc := range yamlDocs(t, path) {
 		var meta metav1.TypeMeta
 		if err := yaml.Unmarshal(doc, &meta); err != nil {
 			t.Fatalf("%s: %v", path, err)

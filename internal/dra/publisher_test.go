@@ -92,23 +92,32 @@ func draKustomization(t *testing.T) []string {
 	return k.Resources
 }
 
-// decodeAll decodes every YAML document of deploy/dra/<file> strictly into T.
-func decodeAll[T any](t *testing.T, file string) []T {
+// yamlDocs returns the YAML documents of the file at path that hold more
+// than comments.
+func yamlDocs(t *testing.T, path string) [][]byte {
 	t.Helper()
-	b, err := os.ReadFile(filepath.Join(draDir(t), file))
+	b, err := os.ReadFile(path)
 	if err != nil {
 		t.Fatal(err)
 	}
-	var out []T
+	var out [][]byte
 	r := utilyaml.NewYAMLReader(bufio.NewReader(bytes.NewReader(b)))
 	for {
 		doc, err := r.Read()
 		if err != nil {
-			break
+			return out
 		}
-		if strings.TrimSpace(stripComments(string(doc))) == "" {
-			continue
+		if strings.TrimSpace(stripComments(string(doc))) != "" {
+			out = append(out, doc)
 		}
+	}
+}
+
+// decodeAll decodes every YAML document of deploy/dra/<file> strictly into T.
+func decodeAll[T any](t *testing.T, file string) []T {
+	t.Helper()
+	var out []T
+	for _, doc := range yamlDocs(t, filepath.Join(draDir(t), file)) {
 		var v T
 		if err := yaml.UnmarshalStrict(doc, &v); err != nil {
 			t.Fatalf("deploy/dra/%s: %v", file, err)

@@ -76,6 +76,12 @@ func NADMode(n *manifest.NAD) string {
 	return ""
 }
 
+// RDMAResourceWords: every resource name IsRDMAResource accepts contains
+// one of these, lowercased (TestNADModeAndRDMAResource checks it). The
+// admission webhooks' match condition is built from this list, so the API
+// server sends every pod lint would call an RDMA pod by its resources.
+var RDMAResourceWords = []string{"rdma", "sriov", "hca", "roce", "infiniband", "shared", "vf"}
+
 // IsRDMAResource tells whether an extended resource name is an RDMA device
 // resource by the naming conventions lint uses when no pool is known
 // (example.com/sriov_rdma, rdma/hca_shared_devices_a, ...).

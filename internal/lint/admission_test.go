@@ -1,6 +1,8 @@
 package lint
 
 import (
+	"slices"
+	"strings"
 	"testing"
 
 	"github.com/rdmanet/rdmanet/internal/manifest"
@@ -141,11 +143,21 @@ func TestNADModeAndRDMAResource(t *testing.T) {
 		{name: "nvidia.com/gpu", want: false},
 		{name: "cpu", want: false},
 		{name: "example.com/foo", want: false},
+		{name: "rdma/vf", want: true},
+		{name: "example.com/MLNX_SRIOV", want: true},
+		{name: "tke.cloud.tencent.com/tke-shared-rdma", want: true},
+		{name: "spidernet.io/hca_shared_devices", want: true},
+		{name: "example.com/roce_nic", want: true},
+		{name: "example.com/infiniband", want: true},
 	}
 	for _, tt := range res {
 		t.Run(tt.name, func(t *testing.T) {
-			if got := IsRDMAResource(tt.name); got != tt.want {
+			got := IsRDMAResource(tt.name)
+			if got != tt.want {
 				t.Errorf("IsRDMAResource(%s) = %v, want %v", tt.name, got, tt.want)
+			}
+			if got && !slices.ContainsFunc(RDMAResourceWords, func(w string) bool { return strings.Contains(strings.ToLower(tt.name), w) }) {
+				t.Errorf("IsRDMAResource(%s) but the name has none of RDMAResourceWords %v: the webhooks' match condition would not send its pods", tt.name, RDMAResourceWords)
 			}
 		})
 	}

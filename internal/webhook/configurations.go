@@ -3,10 +3,13 @@ package webhook
 import (
 	"encoding/json"
 	"fmt"
+	"strings"
 
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/yaml"
+
+	"github.com/rdmanet/rdmanet/internal/lint"
 )
 
 // ConfigOptions shape the webhook configurations.
@@ -40,17 +43,26 @@ type ConfigOptions struct {
 // webhook: the API server sends a pod only when it could be an RDMA pod —
 // hostNetwork, a networks annotation (Multus' or TKE's), an rdmanet.io/
 // annotation, or a container or init container limiting an extended
-// resource named like an RDMA device (the words lint's resource guess
-// knows, lowercased). It is a superset of what ValidatePod checks, so no
-// RDMA pod escapes the webhooks, and every other pod (web servers, GPU-only
-// jobs, controllers) is admitted without a call: while rdmanet-controller
-// is down, failurePolicy Fail refuses only pods that need it.
-const RDMACandidateCondition = `(has(object.spec.hostNetwork) && object.spec.hostNetwork) ||
+// resource whose lowercased name contains one of lint.RDMAResourceWords.
+// It is a superset of what ValidatePod checks, so no RDMA pod escapes the
+// webhooks, and every other pod (web servers, GPU-only jobs, controllers)
+// is admitted without a call: while rdmanet-controller is down,
+// failurePolicy Fail refuses only pods that need it.
+var RDMACandidateCondition = `(has(object.spec.hostNetwork) && object.spec.hostNetwork) ||
 (has(object.metadata.annotations) && object.metadata.annotations.exists(k,
   k == 'k8s.v1.cni.cncf.io/networks' || k == 'tke.cloud.tencent.com/networks' || k.startsWith('rdmanet.io/'))) ||
 [object.spec.containers, has(object.spec.initContainers) ? object.spec.initContainers : []].exists(cs,
   cs.exists(c, has(c.resources) && has(c.resources.limits) && c.resources.limits.exists(r,
-    ['rdma', 'sriov', 'hca', 'roce', 'infiniband', 'shared', 'vf'].exists(w, r.lowerAscii().contains(w)))))`
+    [` + celStrings(lint.RDMAResourceWords) + `].exists(w, r.lowerAscii().contains(w)))))`
+
+// celStrings renders words as CEL string literals: 'a', 'b'.
+func celStrings(words []string) string {
+	q := make([]string, len(words))
+	for i, w := range words {
+		q[i] = "'" + w + "'"
+	}
+	return strings.Join(q, ", ")
+}
 
 // DefaultConfigOptions are the options deploy/ uses.
 func DefaultConfigOptions() ConfigOptions {

@@ -75,9 +75,9 @@ func CRDDir() (string, error) {
 	return filepath.Join(root, "deploy", "crds"), nil
 }
 
-// FindBinaries locates etcd and kube-apiserver: $KUBE_APISERVER_BIN/$ETCD_BIN,
-// then $RDMANET_TOOLS_BIN, $TOOLS_BIN, then <repo>/.tools/bin.
-func FindBinaries() (Binaries, error) {
+// toolDirs are the directories searched for tool binaries, in order:
+// $RDMANET_TOOLS_BIN, $TOOLS_BIN, <repo>/.tools/bin.
+func toolDirs() []string {
 	var dirs []string
 	for _, e := range []string{EnvToolsBin, "TOOLS_BIN"} {
 		if v := os.Getenv(e); v != "" {
@@ -87,6 +87,13 @@ func FindBinaries() (Binaries, error) {
 	if root, err := RepoRoot(); err == nil {
 		dirs = append(dirs, filepath.Join(root, ".tools", "bin"))
 	}
+	return dirs
+}
+
+// FindBinaries locates etcd and kube-apiserver: $KUBE_APISERVER_BIN/$ETCD_BIN,
+// then $RDMANET_TOOLS_BIN, $TOOLS_BIN, then <repo>/.tools/bin.
+func FindBinaries() (Binaries, error) {
+	dirs := toolDirs()
 	find := func(env, name string) string {
 		if v := os.Getenv(env); v != "" {
 			if st, err := os.Stat(v); err == nil && st.Mode()&0o111 != 0 {

@@ -46,15 +46,7 @@ func FindComponent(name, env string) (string, error) {
 		}
 		return "", fmt.Errorf("%w: $%s=%s is not an executable", ErrComponentMissing, env, v)
 	}
-	var dirs []string
-	for _, e := range []string{EnvToolsBin, "TOOLS_BIN"} {
-		if v := os.Getenv(e); v != "" {
-			dirs = append(dirs, v)
-		}
-	}
-	if root, err := RepoRoot(); err == nil {
-		dirs = append(dirs, filepath.Join(root, ".tools", "bin"))
-	}
+	dirs := toolDirs()
 	for _, d := range dirs {
 		p := filepath.Join(d, name)
 		if st, err := os.Stat(p); err == nil && st.Mode()&0o111 != 0 {

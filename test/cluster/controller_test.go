@@ -101,7 +101,7 @@ func testController(t *testing.T) {
 			_, _ = k.Output(ctx(t, 3*time.Minute), "-n", exclusiveNS, "delete", "pod", "no-ipc-lock", "wrong-ifname", "no-net1", "--ignore-not-found", "--wait", "--timeout=120s")
 		})
 		for _, tc := range tests {
-			warnings, err := applyWarnings(t, tc.manifest)
+			warnings, err := k.ApplyArgs(ctx(t, time.Minute), tc.manifest)
 			if err != nil {
 				t.Fatalf("%s: %v", tc.name, err)
 			}
@@ -272,7 +272,8 @@ spec:
 		rdmaPod := vfPod("while-down", exclusiveNS, true, "")
 		plain := fmt.Sprintf("apiVersion: v1\nkind: Pod\nmetadata: {name: web-while-down, namespace: %s}\nspec:\n  containers: [{name: web, image: %s, imagePullPolicy: Never}]\n", exclusiveNS, cluster.TestboxImage)
 		dryRun := func(manifest string) error {
-			return k.ApplyArgs(ctx(t, time.Minute), manifest, "--dry-run=server")
+			_, err := k.ApplyArgs(ctx(t, time.Minute), manifest, "--dry-run=server")
+			return err
 		}
 		if err := dryRun(rdmaPod); err == nil || !strings.Contains(err.Error(), "failed calling webhook") {
 			t.Errorf("RDMA pod with the controller down and failurePolicy Fail: %v, want refused (failed calling webhook)", err)
@@ -321,19 +322,6 @@ func checkVerifyGood(t *testing.T, bin, ns, pod string, ok ...string) {
 	if code != 1 {
 		t.Errorf("%s: exit %d, want 1 (the rdma-device problem)", pod, code)
 	}
-}
-
-// applyWarnings applies a manifest and returns kubectl's warnings (stderr).
-func applyWarnings(t *testing.T, manifest string) (string, error) {
-	t.Helper()
-	var stderr strings.Builder
-	cmd := exec.CommandContext(ctx(t, time.Minute), k.Path, "--kubeconfig", k.Kubeconfig, "apply", "-f", "-")
-	cmd.Stdin = strings.NewReader(manifest)
-	cmd.Stderr = &stderr
-	if err := cmd.Run(); err != nil {
-		return stderr.String(), fmt.Errorf("kubectl apply: %w: %s", err, stderr.String())
-	}
-	return stderr.String(), nil
 }
 
 // leaseHolder is the pod holding rdmanet-controller's leader Lease.

@@ -88,18 +88,20 @@ func (k Kubectl) run(ctx context.Context, out io.Writer, args ...string) error {
 
 // Apply pipes a manifest into kubectl apply -f -.
 func (k Kubectl) Apply(ctx context.Context, manifest string) error {
-	return k.ApplyArgs(ctx, manifest)
+	_, err := k.ApplyArgs(ctx, manifest)
+	return err
 }
 
 // ApplyArgs pipes a manifest into kubectl apply -f - with extra flags
-// (e.g. --dry-run=server).
-func (k Kubectl) ApplyArgs(ctx context.Context, manifest string, args ...string) error {
+// (e.g. --dry-run=server) and returns what kubectl wrote to stderr (the
+// API server's admission warnings) even when it succeeds.
+func (k Kubectl) ApplyArgs(ctx context.Context, manifest string, args ...string) (string, error) {
 	var stderr bytes.Buffer
 	cmd := exec.CommandContext(ctx, k.Path, append([]string{"--kubeconfig", k.Kubeconfig, "apply", "-f", "-"}, args...)...)
 	cmd.Stdin = strings.NewReader(manifest)
 	cmd.Stderr = &stderr
 	if err := cmd.Run(); err != nil {
-		return fmt.Errorf("kubectl apply: %w: %s", err, strings.TrimSpace(stderr.String()))
+		return stderr.String(), fmt.Errorf("kubectl apply: %w: %s", err, strings.TrimSpace(stderr.String()))
 	}
-	return nil
+	return stderr.String(), nil
 }
