@@ -129,6 +129,7 @@ func run() int {
 		// every plugin as a process, through an Exec that only observes
 		d.Exec = &inproc.Exec{Log: log, Plugins: map[string]inproc.Plugin{}, Observer: m}
 	}
+	var claims meta.ClaimDeviceResolver // DRA devices of pods: from ResourceSlices
 	switch conf.Source.Type {
 	case "static":
 		d.Source = &meta.StaticSource{Dir: conf.Source.Dir, StatusDir: conf.Source.StatusDir}
@@ -139,6 +140,7 @@ func run() int {
 			fmt.Fprintf(os.Stderr, "rdmanet-daemon: %v\n", err)
 			return 1
 		}
+		claims = meta.NewSliceResolver(live.Core)
 		sctx, cancel := context.WithTimeout(ctx, *syncTimeout)
 		cs, err := meta.NewCachedSource(sctx, live, *node)
 		cancel()
@@ -160,6 +162,7 @@ func run() int {
 		return 1
 	}
 	defer prc.Close()
+	prc.Claims = claims
 	d.Devices = prc
 	if *statusWrite == "async" {
 		d.AsyncStatus = &meta.StatusWriter{Source: d.Source, Log: log, Timeout: conf.APITimeoutDur, Observer: d.Observer}

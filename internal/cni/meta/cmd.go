@@ -50,6 +50,7 @@ func NewLogger(c *NetConf) (*slog.Logger, io.Closer) {
 // NewPlugin wires a Plugin from its config for a per-call invocation.
 func NewPlugin(c *NetConf, cniPath string, log *slog.Logger) (*Plugin, func(), error) {
 	p := &Plugin{Conf: c, Log: log, CNI: NewCNI(c, cniPath, nil)}
+	var claims ClaimDeviceResolver
 	switch c.Source.Type {
 	case "static":
 		p.Source = &StaticSource{Dir: c.Source.Dir, StatusDir: c.Source.StatusDir}
@@ -59,11 +60,13 @@ func NewPlugin(c *NetConf, cniPath string, log *slog.Logger) (*Plugin, func(), e
 			return nil, nil, err
 		}
 		p.Source = ks
+		claims = NewSliceResolver(ks.Core)
 	}
 	prc, err := NewPodResourcesClient(c.PodResourcesSocket)
 	if err != nil {
 		return nil, nil, err
 	}
+	prc.Claims = claims
 	p.Devices = prc
 	return p, func() { _ = prc.Close() }, nil
 }

@@ -21,6 +21,9 @@ type Delegate struct {
 	Conf      json.RawMessage `json:"conf"` // the conflist as run (deviceID etc. already injected)
 	Resource  string          `json:"resource,omitempty"`
 	DeviceID  string          `json:"deviceID,omitempty"`
+	// Claim is the DRA claim device DeviceID came from (nil: a device
+	// plugin device, or none); its claim's status gets the network data.
+	Claim *ClaimDevice `json:"claim,omitempty"`
 	IsDefault bool            `json:"default,omitempty"`
 	// CapabilityArgs passed through libcni (mac, ips, deviceID, ...).
 	CapabilityArgs map[string]any `json:"capabilityArgs,omitempty"`

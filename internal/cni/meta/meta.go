@@ -265,8 +265,12 @@ func (p *Plugin) Add(ctx context.Context, a Args) (types.Result, error) {
 		if err != nil {
 			return nil, atStep(ReasonStatus, err)
 		}
+		claims, err := claimNetworks(rec, results)
+		if err != nil {
+			return nil, atStep(ReasonStatus, fmt.Errorf("ADD %s: %w", rec.Pod, err))
+		}
 		if p.AsyncStatus != nil {
-			p.AsyncStatus.Submit(a.ContainerID, ns, name, podUID, statuses)
+			p.AsyncStatus.Submit(a.ContainerID, ns, name, podUID, statuses, claims...)
 		} else {
 			statusStart := time.Now()
 			actx, cancel := context.WithTimeout(ctx, p.Conf.APITimeoutDur)
@@ -275,6 +279,7 @@ func (p *Plugin) Add(ctx context.Context, a Args) (types.Result, error) {
 			if err != nil {
 				return nil, atStep(ReasonStatus, fmt.Errorf("ADD %s: %w", rec.Pod, err))
 			}
+			p.writeClaimNetworks(ctx, claims)
 			p.observeStep(StepStatus, statusStart)
 		}
 	}
@@ -285,6 +290,22 @@ func (p *Plugin) Add(ctx context.Context, a Args) (types.Result, error) {
 	success = true
 	p.Log.Info("ADD done", "pod", rec.Pod, "container", a.ContainerID, "networks", len(rec.Delegates), "ms", time.Since(start).Milliseconds())
 	return res, nil
+}
+
+// writeClaimNetworks writes the claims' device status once, for a per-call
+// plugin (the daemon's StatusWriter retries). The status tells users what
+// the pod got; the pod's network does not depend on it, so a failure is
+// logged, not returned.
+func (p *Plugin) writeClaimNetworks(ctx context.Context, claims []ClaimNetwork) {
+	cs, ok := p.Source.(ClaimStatusSetter)
+	if len(claims) == 0 || !ok {
+		return
+	}
+	actx, cancel := context.WithTimeout(ctx, p.Conf.APITimeoutDur)
+	defer cancel()
+	if err := cs.SetClaimNetworks(actx, claims); err != nil {
+		p.Log.Warn("ResourceClaim network data not written; the pod's network is up", "err", err)
+	}
 }
 
 func copyMap(m map[string]any) map[string]any {

@@ -18,14 +18,55 @@ import (
 // container order, then device order.
 type Devices map[string][]string
 
+// ClaimDevice is a device a DRA ResourceClaim allocated to the pod, as
+// kubelet's PodResources reports it (driver, pool, device), with the claim
+// it came through.
+type ClaimDevice struct {
+	Namespace string `json:"namespace"`
+	Claim     string `json:"claim"`
+	Driver    string `json:"driver"`
+	Pool      string `json:"pool"`
+	Device    string `json:"device"`
+	ShareID   string `json:"shareID,omitempty"`
+}
+
+func (c ClaimDevice) String() string {
+	return fmt.Sprintf("claim %s/%s device %s/%s/%s", c.Namespace, c.Claim, c.Driver, c.Pool, c.Device)
+}
+
+// Allocation is what kubelet allocated to a pod for its networks: device
+// plugin devices and DRA claim devices that are network devices (their
+// ResourceSlice names a resourceName), both by resource name, so a NAD's
+// k8s.v1.cni.cncf.io/resourceName finds its device either way.
+type Allocation struct {
+	Devices Devices
+	// Claims: device ID → the claim device it came from (DRA only).
+	Claims map[string]ClaimDevice
+	// Unresolved lists the pod's DRA devices that are not network devices
+	// or could not be looked up, for error messages.
+	Unresolved []string
+}
+
 // DeviceLister asks kubelet which devices a pod holds.
 type DeviceLister interface {
-	PodDevices(ctx context.Context, namespace, name string) (Devices, error)
+	PodDevices(ctx context.Context, namespace, name string) (*Allocation, error)
+}
+
+// ClaimDeviceResolver maps a DRA device to the network resource it belongs
+// to and the deviceID the CNI plugins get: both come from the device's
+// attributes in its ResourceSlice (k8s.cni.cncf.io/resourceName and
+// k8s.cni.cncf.io/deviceID, which rdmanet's driver publishes and Multus'
+// DRA support reads). ok is false for a device that is not a network device
+// (a GPU of the same pod).
+type ClaimDeviceResolver interface {
+	Resolve(ctx context.Context, driver, pool, device string) (resource, deviceID string, ok bool, err error)
 }
 
 // PodResourcesClient talks to kubelet's PodResources API on its unix socket.
 type PodResourcesClient struct {
 	Socket string
+	// Claims resolves DRA devices; nil: a pod's DRA devices are ignored.
+	Claims ClaimDeviceResolver
 	conn   *grpc.ClientConn
 }
 
@@ -43,11 +84,11 @@ func (c *PodResourcesClient) Close() error { return c.conn.Close() }
 
 // PodDevices uses Get (one pod) and falls back to List where kubelet has
 // the Get call disabled.
-func (c *PodResourcesClient) PodDevices(ctx context.Context, ns, name string) (Devices, error) {
+func (c *PodResourcesClient) PodDevices(ctx context.Context, ns, name string) (*Allocation, error) {
 	cl := podresourcesapi.NewPodResourcesListerClient(c.conn)
 	resp, err := cl.Get(ctx, &podresourcesapi.GetPodResourcesRequest{PodName: name, PodNamespace: ns})
 	if err == nil {
-		return collect(resp.PodResources), nil
+		return c.collect(ctx, resp.PodResources)
 	}
 	if code := status.Code(err); code != codes.Unimplemented && code != codes.Unknown && code != codes.NotFound {
 		return nil, fmt.Errorf("kubelet PodResources Get %s/%s on %s: %w", ns, name, c.Socket, err)
@@ -58,23 +99,61 @@ func (c *PodResourcesClient) PodDevices(ctx context.Context, ns, name string) (D
 	}
 	for _, pr := range list.PodResources {
 		if pr.Namespace == ns && pr.Name == name {
-			return collect(pr), nil
+			return c.collect(ctx, pr)
 		}
 	}
-	return Devices{}, nil
+	return &Allocation{Devices: Devices{}}, nil
 }
 
-func collect(pr *podresourcesapi.PodResources) Devices {
-	out := Devices{}
+// collect gathers device plugin devices, then DRA devices (each claim
+// device once: kubelet lists a claim under every container that uses it).
+func (c *PodResourcesClient) collect(ctx context.Context, pr *podresourcesapi.PodResources) (*Allocation, error) {
+	out := &Allocation{Devices: Devices{}}
 	if pr == nil {
-		return out
+		return out, nil
 	}
-	for _, c := range pr.Containers {
-		for _, d := range c.Devices {
-			out[d.ResourceName] = append(out[d.ResourceName], d.DeviceIds...)
+	var claimDevs []ClaimDevice
+	seen := map[ClaimDevice]bool{}
+	for _, ctr := range pr.Containers {
+		for _, d := range ctr.Devices {
+			out.Devices[d.ResourceName] = append(out.Devices[d.ResourceName], d.DeviceIds...)
+		}
+		for _, dr := range ctr.DynamicResources {
+			for _, r := range dr.ClaimResources {
+				if r.DeviceName == "" {
+					continue
+				}
+				cd := ClaimDevice{Namespace: dr.ClaimNamespace, Claim: dr.ClaimName, Driver: r.DriverName, Pool: r.PoolName, Device: r.DeviceName, ShareID: r.GetShareId()}
+				if !seen[cd] {
+					seen[cd] = true
+					claimDevs = append(claimDevs, cd)
+				}
+			}
 		}
 	}
-	return out
+	for _, cd := range claimDevs {
+		if c.Claims == nil {
+			out.Unresolved = append(out.Unresolved, cd.String()+" (no ResourceSlice lookup configured)")
+			continue
+		}
+		res, id, ok, err := c.Claims.Resolve(ctx, cd.Driver, cd.Pool, cd.Device)
+		if err != nil {
+			return nil, fmt.Errorf("pod %s/%s: %s: %w", pr.Namespace, pr.Name, cd, err)
+		}
+		if !ok {
+			out.Unresolved = append(out.Unresolved, cd.String()+" (not a network device: its ResourceSlice gives no "+SliceResourceNameAttr+")")
+			continue
+		}
+		if out.Claims == nil {
+			out.Claims = map[string]ClaimDevice{}
+		}
+		if prev, dup := out.Claims[id]; dup {
+			return nil, fmt.Errorf("pod %s/%s: %s and %s both have deviceID %s; fix: the DRA driver must publish a distinct %s per device", pr.Namespace, pr.Name, prev, cd, id, SliceDeviceIDAttr)
+		}
+		out.Claims[id] = cd
+		out.Devices[res] = append(out.Devices[res], id)
+	}
+	return out, nil
 }
 
 // requestedExtended lists the pod's extended-resource requests (what it

@@ -20,6 +20,7 @@ type item struct {
 	resource string     // the NAD's resourceName
 	sel      *Selection // nil for defaultNetworks
 	deviceID string
+	claim    *ClaimDevice // the DRA claim device deviceID came from
 }
 
 // attachments resolves the networks of a pod besides the cluster network:
@@ -81,7 +82,7 @@ func (p *Plugin) attachments(ctx context.Context, pod *corev1.Pod) ([]*Delegate,
 	}
 	out := make([]*Delegate, 0, len(items))
 	for _, it := range items {
-		d := &Delegate{Network: it.network, IfName: it.ifname, Resource: it.resource, DeviceID: it.deviceID, CapabilityArgs: map[string]any{}}
+		d := &Delegate{Network: it.network, IfName: it.ifname, Resource: it.resource, DeviceID: it.deviceID, Claim: it.claim, CapabilityArgs: map[string]any{}}
 		var cniArgs map[string]any
 		if s := it.sel; s != nil {
 			if s.MAC != "" {
@@ -119,7 +120,9 @@ func (p *Plugin) attachments(ctx context.Context, pod *corev1.Pod) ([]*Delegate,
 }
 
 // assignDevices gives every item whose NAD has a resourceName a device that
-// kubelet allocated to the pod for that resource (PodResources): the one the
+// kubelet allocated to the pod for that resource (PodResources: a device
+// plugin device, or a DRA claim device whose ResourceSlice names that
+// resource, see ClaimDeviceResolver): the one the
 // annotation's "deviceID" names, which must be among them, else the next
 // one not taken, in kubelet's order. A pod can write its own annotation, so
 // it may choose among its own devices only, never another pod's or a free
@@ -142,11 +145,19 @@ func (p *Plugin) assignDevices(ctx context.Context, pod *corev1.Pod, items []*it
 		return fmt.Errorf("pod %s: networks need devices of %s but no PodResources client is configured", podKey, resourcesOf(items))
 	}
 	actx, cancel := context.WithTimeout(ctx, p.Conf.APITimeoutDur)
-	devs, err := p.Devices.PodDevices(actx, pod.Namespace, pod.Name)
+	alloc, err := p.Devices.PodDevices(actx, pod.Namespace, pod.Name)
 	cancel()
 	if err != nil {
 		return fmt.Errorf("pod %s: %w", podKey, err)
 	}
+	devs := alloc.Devices
+	defer func() {
+		for _, it := range items {
+			if cd, ok := alloc.Claims[it.deviceID]; ok && it.deviceID != "" {
+				it.claim = &cd
+			}
+		}
+	}()
 	taken := map[string]string{} // device -> network that has it
 	for _, it := range items {
 		if it.resource == "" || it.sel == nil || it.sel.DeviceID == "" {
@@ -183,8 +194,8 @@ func (p *Plugin) assignDevices(ctx context.Context, pod *corev1.Pod, items []*it
 					wanted++
 				}
 			}
-			return fmt.Errorf("pod %s: NetworkAttachmentDefinition %s needs a device of resource %q (its %s annotation), but kubelet allocated the pod %d such device(s) for %d attachment(s); the pod requests: %s. The resource name must match in three places: the device plugin pool, the NAD annotation and the pod's resources; fix: request %s in the pod's resources (limits and requests), one per attachment",
-				podKey, it.network, it.resource, ResourceNameAnnotation, len(ids), wanted, requestedExtended(pod), it.resource)
+			return fmt.Errorf("pod %s: NetworkAttachmentDefinition %s needs a device of resource %q (its %s annotation), but kubelet allocated the pod %d such device(s) for %d attachment(s); the pod requests: %s; its DRA claims: %s. The resource name must match in three places: the device plugin pool, the NAD annotation and the pod's resources; fix: request %s in the pod's resources (limits and requests), one per attachment, or, with DRA, a claim whose device class selects devices of pool %s (docs/dra.md \"Attachment\")",
+				podKey, it.network, it.resource, ResourceNameAnnotation, len(ids), wanted, requestedExtended(pod), claimsOf(pod, alloc), it.resource, it.resource)
 		}
 		it.deviceID = ids[next[it.resource]]
 		taken[it.deviceID] = it.network
@@ -201,4 +212,21 @@ func resourcesOf(items []*item) string {
 		}
 	}
 	return strings.Join(rs, ", ")
+}
+
+// claimsOf describes the pod's DRA claims and what came of their devices,
+// for the error of a NAD that found no device.
+func claimsOf(pod *corev1.Pod, alloc *Allocation) string {
+	var parts []string
+	for _, c := range pod.Spec.ResourceClaims {
+		parts = append(parts, c.Name)
+	}
+	if len(parts) == 0 {
+		return "none"
+	}
+	s := strings.Join(parts, ", ")
+	if len(alloc.Unresolved) > 0 {
+		s += " (devices not used for networks: " + strings.Join(alloc.Unresolved, "; ") + ")"
+	}
+	return s
 }

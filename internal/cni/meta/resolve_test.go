@@ -16,8 +16,8 @@ import (
 
 type fixedDevices Devices
 
-func (f fixedDevices) PodDevices(context.Context, string, string) (Devices, error) {
-	return Devices(f), nil
+func (f fixedDevices) PodDevices(context.Context, string, string) (*Allocation, error) {
+	return &Allocation{Devices: Devices(f)}, nil
 }
 
 // staticNADs writes NADs (namespace/name -> resourceName, "" for none) as

@@ -43,8 +43,10 @@ type statusJob struct {
 }
 
 // Submit queues the write of status on pod ns/name (with its UID as a
-// precondition) for container containerID and returns at once.
-func (w *StatusWriter) Submit(containerID, ns, name string, uid k8stypes.UID, status []nadv1.NetworkStatus) {
+// precondition) for container containerID and returns at once. claims, if
+// any, are written to their ResourceClaims' status after the pod's
+// network-status (when the Source is a ClaimStatusSetter).
+func (w *StatusWriter) Submit(containerID, ns, name string, uid k8stypes.UID, status []nadv1.NetworkStatus, claims ...ClaimNetwork) {
 	pod := ns + "/" + name
 	ctx, cancel := context.WithTimeout(context.Background(), w.maxAge())
 	w.mu.Lock()
@@ -74,7 +76,7 @@ func (w *StatusWriter) Submit(containerID, ns, name string, uid k8stypes.UID, st
 				_ = recoverPanic(w.Log, w.Observer, "rdmanet daemon: network-status write of "+pod, r)
 			}
 		}()
-		w.run(ctx, containerID, ns, name, uid, status)
+		w.run(ctx, containerID, ns, name, uid, status, claims)
 		w.mu.Lock()
 		if w.pending[containerID] == job {
 			delete(w.pending, containerID)
@@ -86,36 +88,51 @@ func (w *StatusWriter) Submit(containerID, ns, name string, uid k8stypes.UID, st
 	}()
 }
 
-func (w *StatusWriter) run(ctx context.Context, containerID, ns, name string, uid k8stypes.UID, status []nadv1.NetworkStatus) {
+func (w *StatusWriter) run(ctx context.Context, containerID, ns, name string, uid k8stypes.UID, status []nadv1.NetworkStatus, claims []ClaimNetwork) {
+	pod := ns + "/" + name
+	result, attempts := w.retry(ctx, "network-status", pod, containerID, func(c context.Context) error {
+		return w.Source.SetNetworkStatus(c, ns, name, uid, status)
+	})
+	w.observe(result, attempts)
+	cs, ok := w.Source.(ClaimStatusSetter)
+	if result != StatusWritten || len(claims) == 0 || !ok {
+		return
+	}
+	w.retry(ctx, "ResourceClaim network data", pod, containerID, func(c context.Context) error {
+		return cs.SetClaimNetworks(c, claims)
+	})
+}
+
+// retry runs write until it succeeds, fails for good (the object is gone or
+// was recreated), or ctx ends (DEL, a newer ADD, MaxAge), and returns how it
+// ended (StatusWritten, StatusGone, StatusCancelled, StatusGaveUp) and the
+// attempts made.
+func (w *StatusWriter) retry(ctx context.Context, what, pod, containerID string, write func(context.Context) error) (string, int) {
 	start := time.Now()
 	delay := w.backoff()
 	for attempt := 1; ; attempt++ {
 		actx, cancel := context.WithTimeout(ctx, w.timeout())
-		err := w.Source.SetNetworkStatus(actx, ns, name, uid, status)
+		err := write(actx)
 		cancel()
 		switch {
 		case err == nil:
-			w.Log.Debug("network-status written", "pod", ns+"/"+name, "container", containerID, "attempts", attempt, "ms", time.Since(start).Milliseconds())
-			w.observe(StatusWritten, attempt)
-			return
+			w.Log.Debug(what+" written", "pod", pod, "container", containerID, "attempts", attempt, "ms", time.Since(start).Milliseconds())
+			return StatusWritten, attempt
 		case permanentAPIError(err):
-			w.Log.Warn("network-status not written: the pod is gone or was recreated", "pod", ns+"/"+name, "container", containerID, "err", err)
-			w.observe(StatusGone, attempt)
-			return
+			w.Log.Warn(what+" not written: the object is gone or was recreated, or the write is refused (forbidden, invalid)", "pod", pod, "container", containerID, "err", err)
+			return StatusGone, attempt
 		}
 		select {
 		case <-ctx.Done():
 			if errors.Is(ctx.Err(), context.Canceled) {
-				w.Log.Debug("network-status write cancelled (DEL or a newer ADD)", "pod", ns+"/"+name, "container", containerID)
-				w.observe(StatusCancelled, attempt)
-				return
+				w.Log.Debug(what+" write cancelled (DEL or a newer ADD)", "pod", pod, "container", containerID)
+				return StatusCancelled, attempt
 			}
-			w.Log.Error("network-status NOT written: giving up; the pod runs without the annotation", "pod", ns+"/"+name, "container", containerID, "attempts", attempt, "after", time.Since(start).Round(time.Millisecond), "err", err)
-			w.observe(StatusGaveUp, attempt)
-			return
+			w.Log.Error(what+" NOT written: giving up; the pod runs without it", "pod", pod, "container", containerID, "attempts", attempt, "after", time.Since(start).Round(time.Millisecond), "err", err)
+			return StatusGaveUp, attempt
 		case <-time.After(delay):
 		}
-		w.Log.Warn("network-status write failed; retrying", "pod", ns+"/"+name, "container", containerID, "attempt", attempt, "retry_in", delay, "err", err)
+		w.Log.Warn(what+" write failed; retrying", "pod", pod, "container", containerID, "attempt", attempt, "retry_in", delay, "err", err)
 		if delay *= 2; delay > 5*time.Second {
 			delay = 5 * time.Second
 		}

@@ -1,0 +1,140 @@
+package meta
+
+// Apiserver tier: the DRA side of attachment against a real kube-apiserver,
+// as the daemon's identity with only deploy/rbac-daemon.yaml's rights:
+// ResourceSlice lookup (SliceResolver) and the claim's device status
+// (SetClaimNetworks), which the API server authorizes per driver.
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	resourcev1 "k8s.io/api/resource/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/utils/ptr"
+
+	"github.com/rdmanet/rdmanet/test/apiserver"
+)
+
+const daemonSA = "system:serviceaccount:rdmanet-system:rdmanet-daemon"
+
+func strAttr(v string) resourcev1.DeviceAttribute { return resourcev1.DeviceAttribute{StringValue: &v} }
+
+// netDevice is a device as rdmanet's driver publishes it (the two
+// attributes the meta CNI reads).
+func netDevice(name, resource, pci string) resourcev1.Device {
+	return resourcev1.Device{Name: name, Attributes: map[resourcev1.QualifiedName]resourcev1.DeviceAttribute{
+		SliceResourceNameAttr: strAttr(resource), SliceDeviceIDAttr: strAttr(pci)}}
+}
+
+func TestClaimAttachmentAPIServer(t *testing.T) {
+	srv := apiserver.StartT(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	admin := kubernetes.NewForConfigOrDie(srv.Config())
+	if err := apiserver.ApplyRBACFile(ctx, admin, "deploy/rbac-daemon.yaml"); err != nil {
+		t.Fatal(err)
+	}
+	cfg := srv.Config()
+	cfg.Impersonate = rest.ImpersonationConfig{UserName: daemonSA, Groups: []string{"system:serviceaccounts", "system:authenticated"}}
+	daemon := kubernetes.NewForConfigOrDie(cfg)
+
+	const node, res = "node-a", "example.com/sriov_rdma"
+	slice := func(name, driver, pool string, gen int64, devs ...resourcev1.Device) {
+		t.Helper()
+		s := &resourcev1.ResourceSlice{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: resourcev1.ResourceSliceSpec{
+			Driver: driver, Pool: resourcev1.ResourcePool{Name: pool, Generation: gen, ResourceSliceCount: 1}, NodeName: ptr.To(node), Devices: devs}}
+		if _, err := admin.ResourceV1().ResourceSlices().Create(ctx, s, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	slice("old", ClaimStatusDriver, node, 1, netDevice("vf-0000-41-00-2", "example.com/old", "0000:41:00.9"))
+	slice("new", ClaimStatusDriver, node, 2, netDevice("vf-0000-41-00-2", res, "0000:41:00.2"), netDevice("vf-0000-41-00-3", res, "0000:41:00.3"))
+	slice("gpus", "gpu.example.com", node, 1, resourcev1.Device{Name: "gpu-0"})
+
+	r := NewSliceResolver(daemon)
+	tests := []struct {
+		name, driver, device string
+		wantRes, wantID      string
+		wantOK               bool
+		wantErr              string
+	}{
+		{name: "VF: newest generation's attributes", driver: ClaimStatusDriver, device: "vf-0000-41-00-2", wantRes: res, wantID: "0000:41:00.2", wantOK: true},
+		{name: "second VF from the cache", driver: ClaimStatusDriver, device: "vf-0000-41-00-3", wantRes: res, wantID: "0000:41:00.3", wantOK: true},
+		{name: "GPU of another driver: not a network device", driver: "gpu.example.com", device: "gpu-0"},
+		{name: "device no slice has", driver: ClaimStatusDriver, device: "vf-0000-41-00-7", wantErr: "kubectl get resourceslices --field-selector spec.driver=rdma.rdmanet.io,spec.pool.name=node-a"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			gotRes, gotID, ok, err := r.Resolve(ctx, tc.driver, node, tc.device)
+			if tc.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+					t.Fatalf("err = %v, want it to contain %q", err, tc.wantErr)
+				}
+				return
+			}
+			if err != nil || ok != tc.wantOK || gotRes != tc.wantRes || gotID != tc.wantID {
+				t.Fatalf("Resolve = %q %q %v %v, want %q %q %v", gotRes, gotID, ok, err, tc.wantRes, tc.wantID, tc.wantOK)
+			}
+		})
+	}
+
+	// The claim the pod's VF came through, allocated as the scheduler would.
+	class := &resourcev1.DeviceClass{ObjectMeta: metav1.ObjectMeta{Name: "vf"}, Spec: resourcev1.DeviceClassSpec{
+		Selectors: []resourcev1.DeviceSelector{{CEL: &resourcev1.CELDeviceSelector{Expression: `device.driver == "rdma.rdmanet.io"`}}}}}
+	if _, err := admin.ResourceV1().DeviceClasses().Create(ctx, class, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	claim := &resourcev1.ResourceClaim{ObjectMeta: metav1.ObjectMeta{Name: "trainer-0-nic", Namespace: "default"}, Spec: resourcev1.ResourceClaimSpec{
+		Devices: resourcev1.DeviceClaim{Requests: []resourcev1.DeviceRequest{{Name: "nic", Exactly: &resourcev1.ExactDeviceRequest{DeviceClassName: "vf"}}}}}}
+	claim, err := admin.ResourceV1().ResourceClaims("default").Create(ctx, claim, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	claim.Status.Allocation = &resourcev1.AllocationResult{Devices: resourcev1.DeviceAllocationResult{Results: []resourcev1.DeviceRequestAllocationResult{
+		{Request: "nic", Driver: ClaimStatusDriver, Pool: node, Device: "vf-0000-41-00-2"}}}}
+	if _, err := admin.ResourceV1().ResourceClaims("default").UpdateStatus(ctx, claim, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+
+	src := &KubeSource{Core: daemon}
+	n := ClaimNetwork{ClaimDevice: ClaimDevice{Namespace: "default", Claim: "trainer-0-nic", Driver: ClaimStatusDriver, Pool: node, Device: "vf-0000-41-00-2"},
+		Pod: "default/trainer-0", Interface: "net1", IPs: []string{"192.168.100.7/24"}, MAC: "02:00:00:00:41:02"}
+	if err := src.SetClaimNetworks(ctx, []ClaimNetwork{n}); err != nil {
+		t.Fatalf("SetClaimNetworks with deploy/rbac-daemon.yaml's rights: %v", err)
+	}
+	got, err := admin.ResourceV1().ResourceClaims("default").Get(ctx, "trainer-0-nic", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got.Status.Devices) != 1 {
+		t.Fatalf("status.devices = %+v, want one entry", got.Status.Devices)
+	}
+	d := got.Status.Devices[0]
+	if d.Device != "vf-0000-41-00-2" || d.NetworkData == nil || d.NetworkData.InterfaceName != "net1" ||
+		strings.Join(d.NetworkData.IPs, ",") != "192.168.100.7/24" || d.NetworkData.HardwareAddress != "02:00:00:00:41:02" {
+		t.Fatalf("status.devices[0] = %+v (networkData %+v)", d, d.NetworkData)
+	}
+	if len(d.Conditions) != 1 || d.Conditions[0].Type != "Ready" || d.Conditions[0].Status != metav1.ConditionTrue {
+		t.Fatalf("conditions = %+v, want Ready=True", d.Conditions)
+	}
+	// Written again (a new sandbox of the pod): still one entry, new data.
+	n.IPs = []string{"192.168.100.8/24"}
+	if err := src.SetClaimNetworks(ctx, []ClaimNetwork{n}); err != nil {
+		t.Fatal(err)
+	}
+	got, _ = admin.ResourceV1().ResourceClaims("default").Get(ctx, "trainer-0-nic", metav1.GetOptions{})
+	if len(got.Status.Devices) != 1 || got.Status.Devices[0].NetworkData.IPs[0] != "192.168.100.8/24" {
+		t.Fatalf("after the second write: %+v", got.Status.Devices)
+	}
+	// Another driver's device of the claim: the daemon may not write it.
+	other := n
+	other.Driver = "gpu.example.com"
+	if err := src.SetClaimNetworks(ctx, []ClaimNetwork{other}); err == nil || !strings.Contains(err.Error(), "trainer-0-nic") {
+		t.Fatalf("writing another driver's device status: err = %v, want a refusal naming the claim", err)
+	}
+}

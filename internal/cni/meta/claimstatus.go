@@ -1,0 +1,99 @@
+package meta
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/containernetworking/cni/pkg/types"
+	current "github.com/containernetworking/cni/pkg/types/100"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	resourceapply "k8s.io/client-go/applyconfigurations/resource/v1"
+	metav1apply "k8s.io/client-go/applyconfigurations/meta/v1"
+)
+
+// ClaimStatusDriver is the DRA driver whose claims get the network data of
+// their devices in status.devices (KEP-4817): rdmanet's own. The API server
+// lets a writer change a driver's device status only with the
+// resourceclaims/driver permission for that driver name, which
+// deploy/rbac-daemon.yaml grants for this one; another driver's claims
+// are left to that driver.
+const ClaimStatusDriver = "rdma.rdmanet.io"
+
+// ClaimFieldManager is the server-side-apply field manager of the device
+// status the meta CNI writes.
+const ClaimFieldManager = "rdmanet-cni"
+
+// ClaimNetwork is what one attachment tells the claim its device came
+// through: the interface in the pod, its addresses (CIDR) and MAC.
+type ClaimNetwork struct {
+	ClaimDevice
+	Pod       string   `json:"pod"`
+	Interface string   `json:"interface"`
+	IPs       []string `json:"ips,omitempty"`
+	MAC       string   `json:"mac,omitempty"`
+}
+
+// ClaimStatusSetter is a Source that writes ResourceClaim device status.
+type ClaimStatusSetter interface {
+	SetClaimNetworks(ctx context.Context, nets []ClaimNetwork) error
+}
+
+// claimNetworks collects, for every delegate whose device came from a claim
+// of ClaimStatusDriver, its interface, addresses and MAC from its result.
+func claimNetworks(rec *Record, results []types.Result) ([]ClaimNetwork, error) {
+	var out []ClaimNetwork
+	for i, d := range rec.Delegates {
+		if d.Claim == nil || d.Claim.Driver != ClaimStatusDriver || i >= len(results) || results[i] == nil {
+			continue
+		}
+		r, err := current.NewResultFromResult(results[i])
+		if err != nil {
+			return nil, fmt.Errorf("network %s (%s): result: %w", d.Network, d.IfName, err)
+		}
+		n := ClaimNetwork{ClaimDevice: *d.Claim, Pod: rec.Pod, Interface: d.IfName}
+		idx := -1
+		for j, iface := range r.Interfaces {
+			if iface.Sandbox != "" && iface.Name == d.IfName {
+				idx, n.MAC = j, iface.Mac
+			}
+		}
+		for _, ip := range r.IPs {
+			if ip.Interface == nil || *ip.Interface == idx || idx < 0 {
+				n.IPs = append(n.IPs, ip.Address.String())
+			}
+		}
+		out = append(out, n)
+	}
+	return out, nil
+}
+
+// SetClaimNetworks applies each claim device's status (server-side apply
+// on the status subresource, field manager ClaimFieldManager): condition
+// Ready and networkData. Other writers' entries are untouched.
+func (k *KubeSource) SetClaimNetworks(ctx context.Context, nets []ClaimNetwork) error {
+	var errs []error
+	for _, n := range nets {
+		dev := resourceapply.AllocatedDeviceStatus().
+			WithDriver(n.Driver).WithPool(n.Pool).WithDevice(n.Device).
+			WithConditions(metav1apply.Condition().
+				WithType("Ready").WithStatus(metav1.ConditionTrue).WithReason("NetworkAttached").
+				WithMessage(fmt.Sprintf("rdmanet attached %s of pod %s", n.Interface, n.Pod)).
+				WithLastTransitionTime(metav1.Now())).
+			WithNetworkData(resourceapply.NetworkDeviceData().
+				WithInterfaceName(n.Interface).WithIPs(n.IPs...).WithHardwareAddress(n.MAC))
+		if n.ShareID != "" {
+			dev = dev.WithShareID(n.ShareID)
+		}
+		ac := resourceapply.ResourceClaim(n.Claim, n.Namespace).WithStatus(resourceapply.ResourceClaimStatus().WithDevices(dev))
+		if _, err := k.Core.ResourceV1().ResourceClaims(n.Namespace).ApplyStatus(ctx, ac, metav1.ApplyOptions{FieldManager: ClaimFieldManager, Force: true}); err != nil {
+			errs = append(errs, fmt.Errorf("status of ResourceClaim %s/%s device %s/%s/%s (pod %s, %s): %w", n.Namespace, n.Claim, n.Driver, n.Pool, n.Device, n.Pod, n.Interface, err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// SetClaimNetworks writes through to the API server.
+func (s *CachedSource) SetClaimNetworks(ctx context.Context, nets []ClaimNetwork) error {
+	return s.live.SetClaimNetworks(ctx, nets)
+}
