@@ -8,8 +8,8 @@ import (
 	"github.com/containernetworking/cni/pkg/types"
 	current "github.com/containernetworking/cni/pkg/types/100"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	resourceapply "k8s.io/client-go/applyconfigurations/resource/v1"
 	metav1apply "k8s.io/client-go/applyconfigurations/meta/v1"
+	resourceapply "k8s.io/client-go/applyconfigurations/resource/v1"
 )
 
 // ClaimStatusDriver is the DRA driver whose claims get the network data of

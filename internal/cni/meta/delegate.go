@@ -16,15 +16,15 @@ import (
 // Delegate is one network to run: its config list, the interface it
 // creates, and what was injected.
 type Delegate struct {
-	Network   string          `json:"network"` // namespace/name for attachments, config name for the default
-	IfName    string          `json:"ifname"`
-	Conf      json.RawMessage `json:"conf"` // the conflist as run (deviceID etc. already injected)
-	Resource  string          `json:"resource,omitempty"`
-	DeviceID  string          `json:"deviceID,omitempty"`
+	Network  string          `json:"network"` // namespace/name for attachments, config name for the default
+	IfName   string          `json:"ifname"`
+	Conf     json.RawMessage `json:"conf"` // the conflist as run (deviceID etc. already injected)
+	Resource string          `json:"resource,omitempty"`
+	DeviceID string          `json:"deviceID,omitempty"`
 	// Claim is the DRA claim device DeviceID came from (nil: a device
 	// plugin device, or none); its claim's status gets the network data.
-	Claim *ClaimDevice `json:"claim,omitempty"`
-	IsDefault bool            `json:"default,omitempty"`
+	Claim     *ClaimDevice `json:"claim,omitempty"`
+	IsDefault bool         `json:"default,omitempty"`
 	// CapabilityArgs passed through libcni (mac, ips, deviceID, ...).
 	CapabilityArgs map[string]any `json:"capabilityArgs,omitempty"`
 	CNIArgs        [][2]string    `json:"cniArgs,omitempty"`
