@@ -17,6 +17,7 @@ import (
 var contextRules = map[string]bool{
 	"RDMA080": true, "RDMA081": true, "RDMA082": true, "RDMA083": true, "RDMA084": true,
 	"RDMA085": true, "RDMA086": true, "RDMA087": true, "RDMA088": true,
+	"RDMA093": true,
 }
 
 // PodResult is the outcome of linting one pod for admission.

@@ -20,6 +20,7 @@ type ctrB struct {
 	caps       []string
 	privileged bool
 	runAsUser  *int64
+	claims     []string // resources.claims names ("claim" or "claim/request")
 }
 
 func (c ctrB) obj() M {
@@ -37,6 +38,15 @@ func (c ctrB) obj() M {
 	}
 	if c.requests != nil {
 		res["requests"] = c.requests
+	}
+	for _, cl := range c.claims {
+		name, req, _ := strings.Cut(cl, "/")
+		ref := M{"name": name}
+		if req != "" {
+			ref["request"] = req
+		}
+		cls, _ := res["claims"].([]any)
+		res["claims"] = append(cls, ref)
 	}
 	if len(res) > 0 {
 		m["resources"] = res
@@ -87,6 +97,7 @@ type wlB struct {
 	volumes        []any
 	antiAffinity   bool
 	scheduler      string
+	podClaims      []any // spec.resourceClaims
 }
 
 func (w wlB) podSpec() M {
@@ -114,6 +125,9 @@ func (w wlB) podSpec() M {
 	}
 	if w.scheduler != "" {
 		spec["schedulerName"] = w.scheduler
+	}
+	if w.podClaims != nil {
+		spec["resourceClaims"] = w.podClaims
 	}
 	return spec
 }
@@ -304,3 +318,73 @@ func lintDocs(t testing.TB, docs []M) *Result {
 }
 
 func i64(v int64) *int64 { return &v }
+
+// --- DRA ---
+
+const (
+	draTemplate = "train-devices"
+	vfClass     = "train-vf.example.com"
+	gpuClass    = "gpu.nvidia.com"
+)
+
+func deviceClassObj(name, expr string) M {
+	return M{"apiVersion": "resource.k8s.io/v1", "kind": "DeviceClass", "metadata": M{"name": name},
+		"spec": M{"selectors": []any{M{"cel": M{"expression": expr}}}}}
+}
+
+// poolClassCEL selects kind devices of rdmanet's driver in pool resource.
+func poolClassCEL(kind, resource string) string {
+	return `device.driver == "rdma.rdmanet.io" && device.attributes["rdma.rdmanet.io"].kind == "` + kind + `" && device.attributes["k8s.cni.cncf.io"].resourceName == "` + resource + `"`
+}
+
+func vfClassObj() M { return deviceClassObj(vfClass, poolClassCEL("exclusive", vfRes)) }
+
+// dreq is one exactly request; count > 1 sets ExactCount.
+func dreq(name, class string, count int) M {
+	e := M{"deviceClassName": class}
+	if count > 1 {
+		e["allocationMode"], e["count"] = "ExactCount", count
+	}
+	return M{"name": name, "exactly": e}
+}
+
+func pcieCon(reqs ...string) M {
+	return M{"requests": reqs, "matchAttribute": "resource.kubernetes.io/pcieRoot"}
+}
+
+func claimTmpl(name string, reqs []M, cons []M) M {
+	rs := make([]any, len(reqs))
+	for i, r := range reqs {
+		rs[i] = r
+	}
+	dev := M{"requests": rs}
+	if cons != nil {
+		cs := make([]any, len(cons))
+		for i, c := range cons {
+			cs[i] = c
+		}
+		dev["constraints"] = cs
+	}
+	return M{"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaimTemplate", "metadata": M{"name": name, "namespace": ns},
+		"spec": M{"spec": M{"devices": dev}}}
+}
+
+// alignedTmpl: one GPU+NIC pair of the VF pool's class, aligned.
+func alignedTmpl() M {
+	return claimTmpl(draTemplate, []M{dreq("gpu-0", gpuClass, 1), dreq("nic-0", vfClass, 1)}, []M{pcieCon("gpu-0", "nic-0")})
+}
+
+// draWL is exclusiveWL taking its GPU and VF from the claim template.
+func draWL() wlB {
+	w := exclusiveWL()
+	w.antiAffinity = true
+	w.podClaims = []any{M{"name": "devices", "resourceClaimTemplateName": draTemplate}}
+	w.ctrs[0].limits, w.ctrs[0].requests = nil, nil
+	w.ctrs[0].claims = []string{"devices"}
+	return w
+}
+
+// draSet is a clean exclusive DRA input: pool, pool class, NAD, template, Service, Job.
+func draSet(w wlB, tmpl M) []M {
+	return []M{vfPool(), vfClassObj(), exclusiveNAD(), tmpl, rdzv(), w.obj()}
+}

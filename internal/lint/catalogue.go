@@ -271,6 +271,24 @@ var Catalogue = []Rule{
 		Why:     seedMacvlan + ", 六 and " + seedMultus + ", GPUDirect RDMA: GPUDirect RDMA is not switched on by installing a CNI; with the GPU Operator it needs spec.driver.rdma.enabled: true (nvidia-peermem).",
 		Fix:     "Set spec.driver.rdma.enabled: true in the ClusterPolicy, then confirm /GDRDMA in the NCCL log (kubectl rdma nccl)."},
 
+	// --- DRA (resource.k8s.io/v1 claims; docs/dra.md) ---
+	{ID: "RDMA090", Name: "dra-gpu-nic-unaligned", Severity: Warning,
+		Summary: "A ResourceClaim(Template) requests GPUs and RDMA NICs without a matchAttribute resource.kubernetes.io/pcieRoot constraint pairing each GPU with a NIC, or with one constraint over count-N requests that forces all devices under one root.",
+		Why:     seedMultus + ", NCCL与GPUDirect RDMA: GPUDirect RDMA wants each GPU next to its NIC under the same PCIe root; with DRA that is a matchAttribute constraint on resource.kubernetes.io/pcieRoot (docs/dra.md, Alignment). Without it the scheduler hands out any GPU with any NIC. A matchAttribute makes all devices of the requests it names share one value, so one constraint over \"gpus: count 8\" and \"nics: count 8\" demands 16 devices under one root, which no server has: the claim is never allocated.",
+		Fix:     "Write one request pair per GPU/NIC pair (gpu-0 + nic-0, … count 1 each) and one constraint {requests: [gpu-i, nic-i], matchAttribute: resource.kubernetes.io/pcieRoot} per pair, as examples/dra/gpu-nic-aligned-x8.yaml does (kubectl rdma render --dra writes it)."},
+	{ID: "RDMA091", Name: "dra-nad-without-resource-name", Severity: Error,
+		Summary: "A pod that takes its RDMA NIC from a DRA claim attaches a network whose NAD has no k8s.v1.cni.cncf.io/resourceName (warning for a macvlan/ipvlan network, which needs no device).",
+		Why:     seedMultus + ", Multus与NetworkAttachmentDefinition: the NAD's resourceName is what ties an attachment to the pod's device. With DRA the meta CNI (and Multus' DRA support) picks the claim device whose k8s.cni.cncf.io/resourceName attribute equals the NAD's resourceName; without the annotation no device is found, the sriov step gets no deviceID and CNI ADD fails.",
+		Fix:     "Annotate the NAD with k8s.v1.cni.cncf.io/resourceName: <prefix>/<name> of the pool the claim's DeviceClass selects (the device's k8s.cni.cncf.io/resourceName)."},
+	{ID: "RDMA092", Name: "dra-nic-class-not-pool-pinned", Severity: Warning,
+		Summary: "A pod's network needs a device of the NAD's pool, but its claim's NIC request uses a DeviceClass (and selectors) that do not pin that pool (error when they pin only other pools).",
+		Why:     seedMultus + ", Multus与NetworkAttachmentDefinition (the three-place resource name): with DRA the third place is the claim's DeviceClass. A class such as rdma-exclusive.rdmanet.io selects every exclusive device of the driver, in any pool; the scheduler may allocate a VF of another pool, whose k8s.cni.cncf.io/resourceName does not match the NAD, and the attachment fails at CNI ADD.",
+		Fix:     "Use a DeviceClass whose selector adds device.attributes[\"k8s.cni.cncf.io\"].resourceName == \"<the NAD's resourceName>\" (like deploy/dra's sriov-rdma.example.com; kubectl rdma render --dra writes one per pool), or add that selector to the request."},
+	{ID: "RDMA093", Name: "dra-claim-not-found", Severity: Error,
+		Summary: "A pod's spec.resourceClaims names a ResourceClaim or ResourceClaimTemplate that is not in the input (info when the input holds no claims at all).",
+		Why:     seedRoutes + ", 7.3 (the device request is half of the route): with DRA the request is the claim; a pod whose claim or template does not exist is never scheduled, and lint cannot tell its devices, alignment or pool.",
+		Fix:     "Create the claim or template in the pod's namespace, or fix the name; lint it together with the workload and its DeviceClasses."},
+
 	// --- rendezvous ---
 	{ID: "RDMA080", Name: "rendezvous-service-not-headless", Severity: Warning,
 		Summary: "MASTER_ADDR resolves through a Service that is not headless.",

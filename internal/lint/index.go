@@ -18,6 +18,8 @@ type inputIndex struct {
 	pools     []*manifest.Pool
 	poolErrs  []*manifest.PoolConfigError
 	services  []*service
+	classes   map[string]*draClass // DeviceClasses of the input by name
+	claims    []*draClaim          // ResourceClaims and ResourceClaimTemplates
 }
 
 type service struct {
@@ -39,6 +41,9 @@ func index(objs []*manifest.Object) (*inputIndex, error) {
 			}
 			in.services = append(in.services, &service{obj: o, spec: s.Spec})
 		}
+	}
+	if err := in.indexDRA(); err != nil {
+		return nil, err
 	}
 	for _, o := range objs {
 		tmpls, err := manifest.PodTemplates(o)

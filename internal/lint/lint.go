@@ -109,6 +109,7 @@ func Lint(objs []*manifest.Object) (*Result, error) {
 	c := &checker{in: in, res: &Result{Workloads: []Workload{}, Findings: []Finding{}}}
 	c.checkPools()
 	c.checkNADs()
+	c.checkClaims()
 	for _, w := range in.workloads {
 		c.checkWorkload(w)
 	}

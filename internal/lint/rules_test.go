@@ -42,7 +42,7 @@ func ruleCases() []ruleCase {
 			return []M{sharedPool(), nadObj("shared-rdma", ns, resource, conflist("shared-rdma", p)), rdzv(), sharedWL().obj()}
 		}
 	}
-	return []ruleCase{
+	return append(draRuleCases(), []ruleCase{
 		// RDMA001
 		{name: "malformed JSON annotation", rule: "RDMA001", trigger: true, docs: excl(func(w *wlB) { w.ann[manifest.NetworksAnnotation] = `[{"name": "train-rdma",}]` })},
 		{name: "comma list with stray comma", rule: "RDMA001", trigger: true, docs: excl(func(w *wlB) { w.ann[manifest.NetworksAnnotation] = "train-rdma@net1," })},
@@ -424,7 +424,7 @@ func ruleCases() []ruleCase {
 			return []M{vfPool(), exclusiveNAD(), s, exclusiveWL().obj()}
 		}},
 		{name: "headless publishing not-ready", rule: "RDMA084", docs: excl(same)},
-	}
+	}...)
 }
 
 func TestRules(t *testing.T) {

@@ -19,6 +19,7 @@ func (c *checker) checkWorkload(w *workload) {
 	c.checkAnnotation(w)
 	c.checkResources(w)
 	c.checkNetworkRefs(w)
+	c.checkDRA(w)
 	c.checkHostNetwork(w)
 	c.checkRDMANeeds(w)
 	c.checkNCCL(w)
@@ -132,8 +133,15 @@ func (c *checker) checkNetworkRefs(w *workload) {
 			if reqNames[rn] {
 				continue
 			}
+			if w.draCovers(rn) {
+				continue // the NIC comes from a DRA claim: RDMA092/RDMA093 check it
+			}
 			if len(rdmaRes) == 0 {
-				c.add("RDMA014", w.obj, n.field, fmt.Sprintf("network %q (%s) is backed by resource %s, but no container requests it; no device is allocated and the CNI has no deviceID", n.sel.Name, n.nad.Ref(), rn), fmt.Sprintf("add %s: \"1\" to resources.limits of the training container (unless the network-resources-injector webhook adds it at admission)", rn))
+				fix := fmt.Sprintf("add %s: \"1\" to resources.limits of the training container (unless the network-resources-injector webhook adds it at admission)", rn)
+				if len(w.claims) > 0 {
+					fix = fmt.Sprintf("add a NIC request of a DeviceClass that selects pool %s (driver %s) to the pod's claim, or %s: \"1\" to resources.limits of the training container", rn, DRADriver, rn)
+				}
+				c.add("RDMA014", w.obj, n.field, fmt.Sprintf("network %q (%s) is backed by resource %s, but no container requests it%s; no device is allocated and the CNI has no deviceID", n.sel.Name, n.nad.Ref(), rn, map[bool]string{true: " and the pod's DRA claims have no RDMA NIC request", false: ""}[len(w.claims) > 0]), fix)
 			} else {
 				var got []string
 				for _, r := range rdmaRes {
@@ -158,13 +166,21 @@ func (c *checker) checkNetworkRefs(w *workload) {
 					field = r.field
 				}
 			}
+			if n, f := w.draPinned(rn); n > 0 {
+				have += n
+				field = firstNonEmpty(field, f)
+			}
 			if have == 0 {
 				continue // RDMA014/RDMA010 report it
 			}
 			want := int64(len(attach[rn]))
 			switch {
+			case want > have && !reqNames[rn]:
+				c.add("RDMA016", w.obj, field, fmt.Sprintf("%d attachments (%s) need a device of %s each, but the pod's DRA claims pin %d device(s) of that pool; the attachment without a device fails CNI ADD", want, strings.Join(attach[rn], ", "), rn, have), fmt.Sprintf("give the claim %d NIC request(s) of the pool's DeviceClass (one per attachment)", want))
 			case want > have:
 				c.add("RDMA016", w.obj, field, fmt.Sprintf("%d attachments (%s) need a device of %s each, but the pod requests %d; the attachment without a device fails CNI ADD", want, strings.Join(attach[rn], ", "), rn, have), fmt.Sprintf("request %s: %q", rn, fmt.Sprint(want)))
+			case want < have && nadKindForResource(w, rn) == resExclusive && !reqNames[rn]:
+				c.addSev("RDMA016", Warning, w.obj, field, fmt.Sprintf("the pod's DRA claims pin %d devices of %s but the pod attaches only %d (%s); the other VFs are allocated and never used", have, rn, want, strings.Join(attach[rn], ", ")), fmt.Sprintf("give the claim %d NIC request(s) of that pool, or attach the network once per VF", want))
 			case want < have && nadKindForResource(w, rn) == resExclusive:
 				c.addSev("RDMA016", Warning, w.obj, field, fmt.Sprintf("the pod requests %d devices of %s but attaches only %d (%s); the other VFs are allocated and never used", have, rn, want, strings.Join(attach[rn], ", ")), fmt.Sprintf("request %s: %q, or attach the network once per VF", rn, fmt.Sprint(want)))
 			}
@@ -178,6 +194,14 @@ func (c *checker) checkNetworkRefs(w *workload) {
 					if !poolIsIB(r.pool) {
 						c.addSev("RDMA013", Warning, w.obj, r.field, fmt.Sprintf("container %q requests shared HCA resource %s but the pod has no secondary network; it gets /dev/infiniband but no interface on the RoCE NIC, so no RoCE GID carries its IP", r.ctr.c.Name, r.name), "attach the macvlan network on the HCA's interface (networks annotation)")
 					}
+				}
+			}
+			for _, u := range w.draNICs() {
+				switch u.req.kind {
+				case resExclusive:
+					c.add("RDMA013", w.obj, u.pc.field, fmt.Sprintf("%s gives the pod an exclusive VF but the pod has no networks annotation; the claim brings the VF's device nodes, its netdev is never moved into the pod", u), fmt.Sprintf("add %s: '[{\"name\": \"<nad>\", \"interface\": \"net1\"}]' naming the NAD whose resourceName is the pool of the VF%s", manifest.NetworksAnnotation, poolHint([]nicUse{u})))
+				case resShared:
+					c.addSev("RDMA013", Warning, w.obj, u.pc.field, fmt.Sprintf("%s gives the pod a shared HCA but the pod has no secondary network; it gets /dev/infiniband but no interface on the RoCE NIC, so no RoCE GID carries its IP", u), "attach the macvlan network on the HCA's interface (networks annotation)")
 				}
 			}
 		}
@@ -300,6 +324,9 @@ func (c *checker) checkNCCL(w *workload) {
 		var what []string
 		for _, r := range w.rdmaResources() {
 			what = append(what, r.name)
+		}
+		for _, u := range w.draNICs() {
+			what = append(what, u.String())
 		}
 		for _, n := range w.nets {
 			if n.nad != nil && nadKind(n.nad) != "" {

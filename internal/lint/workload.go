@@ -32,6 +32,8 @@ type container struct {
 	field      string // full field path of the container
 	env        map[string]envVar
 	res        []resReq // extended resources with a limit
+	draNIC     bool     // takes an RDMA NIC from a DRA claim
+	draGPUs    int64    // GPUs from DRA claims
 	ipcLock    bool
 	privileged bool
 	capAll     bool
@@ -64,6 +66,7 @@ type workload struct {
 	netField string
 	nets     []attachedNet
 	netsErr  error
+	claims   []podClaim // spec.resourceClaims
 	ctrs     []*container
 	mode     string
 	evidence []string
@@ -98,6 +101,7 @@ func newWorkload(in *inputIndex, t *manifest.PodTemplate) *workload {
 	for i := range t.Spec.Containers {
 		w.ctrs = append(w.ctrs, newContainer(in, t, &t.Spec.Containers[i]))
 	}
+	w.resolveClaims()
 	w.decideMode()
 	return w
 }
@@ -213,7 +217,7 @@ func (w *workload) rdmaContainers() []*container {
 		}
 		return out
 	}
-	if cs := pick(func(c *container) bool { return len(c.rdma()) > 0 }); len(cs) > 0 {
+	if cs := pick(func(c *container) bool { return len(c.rdma()) > 0 || c.draNIC }); len(cs) > 0 {
 		return cs
 	}
 	if cs := pick(func(c *container) bool {
@@ -232,7 +236,7 @@ func (w *workload) rdmaContainers() []*container {
 				return true
 			}
 		}
-		return false
+		return c.draGPUs > 0
 	}); len(cs) > 0 {
 		return cs
 	}
@@ -255,6 +259,7 @@ func (w *workload) gpus() int64 {
 				n += r.limit
 			}
 		}
+		n += c.draGPUs
 	}
 	return n
 }
@@ -339,6 +344,9 @@ func (w *workload) decideMode() {
 			rdmaUnknown = true
 		}
 	}
+	if e, s, u := w.noteClaims(); e || s || u {
+		exclusive, shared, rdmaUnknown = exclusive || e, shared || s, rdmaUnknown || u
+	}
 	for _, n := range w.nets {
 		label := n.sel.Name
 		if n.sel.Namespace != "" {
@@ -387,7 +395,7 @@ func (w *workload) decideMode() {
 		w.note("%s=%q (NCCL uses TCP sockets)", disabledVar.name, disabledVar.value)
 	}
 	_, hasGID := w.env("NCCL_IB_GID_INDEX")
-	rdmaIntent := len(rdmaCtrs) > 0 || hasHCA || hasGID || len(w.rdmaResources()) > 0 || w.hasDevInfiniband()
+	rdmaIntent := len(rdmaCtrs) > 0 || hasHCA || hasGID || len(w.rdmaResources()) > 0 || len(w.draNICs()) > 0 || w.hasDevInfiniband()
 
 	switch {
 	case disabled:
