@@ -57,14 +57,20 @@ func Render(s Spec) ([]Document, error) {
 	for _, r := range rs {
 		names = append(names, r.resource(s))
 	}
+	draNote := ""
+	if s.DRA {
+		draNote = "; with --dra rdmanet-agent publishes these pools to DRA (driver " + DRADriver + ")"
+	}
 	switch s.Mode {
 	case ModeExclusive:
-		docs = append(docs, Document{"SR-IOV VF pool: registers RDMA-capable VFs of the PFs as " + strings.Join(names, ", "), sriovPool(s, rs)})
+		docs = append(docs, Document{"SR-IOV VF pool: registers RDMA-capable VFs of the PFs as " + strings.Join(names, ", ") + draNote, sriovPool(s, rs)})
+		docs = append(docs, deviceClasses(s, rs)...)
 		for _, r := range rs {
 			docs = append(docs, Document{"training network: sriov moves the VF in as " + r.iface + ", rdma moves its RDMA device; no default route", exclusiveNAD(s, r)})
 		}
 	case ModeShared:
-		docs = append(docs, Document{"shared HCA pool: " + strconv.Itoa(s.RdmaHcaMax) + " pods may share each HCA (" + strings.Join(names, ", ") + "); the node's RDMA subsystem must be in shared netns mode", sharedPool(s, rs)})
+		docs = append(docs, Document{"shared HCA pool: " + strconv.Itoa(s.RdmaHcaMax) + " pods may share each HCA (" + strings.Join(names, ", ") + "); the node's RDMA subsystem must be in shared netns mode" + draNote, sharedPool(s, rs)})
+		docs = append(docs, deviceClasses(s, rs)...)
 		for _, r := range rs {
 			docs = append(docs, Document{"training network: macvlan child of the RoCE PF as " + r.iface + "; no default route", sharedNAD(s, r)})
 		}
@@ -72,9 +78,12 @@ func Render(s Spec) ([]Document, error) {
 		docs = append(docs,
 			Document{"shared HCA pool: hands the /dev/infiniband device nodes to hostNetwork pods as " + s.ResourceFullName(), sharedPool(s, rs)})
 	}
+	if s.DRA {
+		docs = append(docs, Document{claimTemplateComment(s, rs), claimTemplate(s, rs)})
+	}
 	docs = append(docs,
 		Document{"headless rendezvous Service: <job>-<index>." + s.Name + "-rdzv resolves to each pod", service(s)},
-		Document{fmt.Sprintf("training Job: %d nodes x %d GPUs, mode %s", s.Nodes, s.GPUsPerNode, s.Mode), job(s)})
+		Document{fmt.Sprintf("training Job: %d nodes x %d GPUs, mode %s%s", s.Nodes, s.GPUsPerNode, s.Mode, map[bool]string{true: ", devices from the DRA claim " + claimTemplateName(s)}[s.DRA]), job(s)})
 	return docs, nil
 }
 
@@ -191,14 +200,17 @@ func job(s Spec) obj {
 	}
 	rs := rails(s)
 	res := obj{}
-	if s.Mode == ModeHost {
+	switch {
+	case s.DRA:
+		// NICs and GPUs come from the claim: no device plugin limits.
+	case s.Mode == ModeHost:
 		res[s.ResourceFullName()] = strconv.Itoa(s.RDMAPerPod)
-	} else {
+	default:
 		for _, r := range rs {
 			res[r.resource(s)] = "1"
 		}
 	}
-	if s.GPUsPerNode > 0 {
+	if s.GPUsPerNode > 0 && !s.DRA {
 		res["nvidia.com/gpu"] = strconv.Itoa(s.GPUsPerNode)
 	}
 	cmd := s.Command
@@ -217,13 +229,23 @@ func job(s Spec) obj {
 			"  " + s.Script,
 		}, "\n") + "\n"}
 	}
+	resources := obj{}
+	if len(res) > 0 {
+		resources["limits"], resources["requests"] = res, res
+	}
+	if s.DRA {
+		resources["claims"] = []any{obj{"name": draClaimName}}
+	}
 	ctr := obj{"name": "trainer", "image": s.Image, "command": cmd, "env": env,
-		"resources":       obj{"limits": res, "requests": res},
+		"resources":       resources,
 		"securityContext": obj{"capabilities": obj{"add": []string{"IPC_LOCK"}}}}
 	podSpec := obj{"subdomain": svcName(s), "restartPolicy": "Never", "containers": []any{ctr},
 		// One training pod per node (seed 1: the replicas belong on different nodes).
 		"affinity": obj{"podAntiAffinity": obj{"requiredDuringSchedulingIgnoredDuringExecution": []any{
 			obj{"labelSelector": obj{"matchLabels": obj{"app": s.Name}}, "topologyKey": "kubernetes.io/hostname"}}}}}
+	if s.DRA {
+		podSpec["resourceClaims"] = []any{obj{"name": draClaimName, "resourceClaimTemplateName": claimTemplateName(s)}}
+	}
 	meta := obj{"labels": obj{"app": s.Name}}
 	switch s.Mode {
 	case ModeHost:

@@ -3,6 +3,7 @@ package render
 import (
 	"bytes"
 	"flag"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -69,6 +70,28 @@ func TestRoundTrip(t *testing.T) {
 		}(), mode: lint.ModeShared},
 		{name: "host with two PFs", spec: func() Spec { s := specFor(ModeHost); s.PFNames = []string{"ens6f0np0", "ens6f1np1"}; return s }(), mode: lint.ModeHost},
 		{name: "host without GPUs, debug env", spec: Spec{Mode: ModeHost, Name: "t", PFNames: []string{"ens1f0np0"}, Image: "i:1", GPUsPerNode: 0, NCCLDebug: true}, mode: lint.ModeHost},
+		{name: "exclusive DRA", spec: draSpec(ModeExclusive), mode: lint.ModeExclusive},
+		{name: "shared DRA", spec: draSpec(ModeShared), mode: lint.ModeShared},
+		{name: "exclusive DRA, 4 rails for 8 GPUs", spec: func() Spec {
+			s := draSpec(ModeExclusive)
+			s.PFNames = []string{"enp65s0f0np0", "enp66s0f0np0", "enp67s0f0np0", "enp68s0f0np0"}
+			s.Subnet, s.Exclude = "", nil
+			s.Subnets = []string{"10.60.0.0/16", "10.61.0.0/16", "10.62.0.0/16", "10.63.0.0/16"}
+			return s
+		}(), mode: lint.ModeExclusive},
+		{name: "exclusive DRA, 8 rails for 8 GPUs", spec: draRails(8, 8), mode: lint.ModeExclusive},
+		{name: "exclusive DRA, 4 rails for 2 GPUs, own GPU class", spec: func() Spec {
+			s := draRails(4, 2)
+			s.GPUDeviceClass = "gpu.example.com"
+			return s
+		}(), mode: lint.ModeExclusive},
+		{name: "shared DRA multi-rail", spec: func() Spec {
+			s := draSpec(ModeShared)
+			s.PFNames = []string{"ens6f0np0", "ens6f1np1"}
+			s.Subnet, s.Exclude = "", nil
+			s.Subnets = []string{"192.168.2.0/24", "192.168.3.0/24"}
+			return s
+		}(), mode: lint.ModeShared},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			out := renderString(t, tc.spec)
@@ -92,11 +115,32 @@ func TestRoundTrip(t *testing.T) {
 	}
 }
 
+func draSpec(mode string) Spec {
+	s := specFor(mode)
+	s.DRA = true
+	return s
+}
+
+// draRails is an exclusive DRA spec with n rails and gpus GPUs per node.
+func draRails(n, gpus int) Spec {
+	s := draSpec(ModeExclusive)
+	s.Subnet, s.Exclude, s.PFNames, s.Subnets = "", nil, nil, nil
+	for i := range n {
+		s.PFNames = append(s.PFNames, fmt.Sprintf("enp%ds0f0np0", 65+i))
+		s.Subnets = append(s.Subnets, fmt.Sprintf("10.%d.0.0/16", 60+i))
+	}
+	s.GPUsPerNode = gpus
+	return s
+}
+
 func TestGolden(t *testing.T) {
-	for _, mode := range []string{ModeExclusive, ModeShared, ModeHost} {
-		t.Run(mode, func(t *testing.T) {
-			got := renderString(t, specFor(mode))
-			path := filepath.Join("testdata", mode+".yaml")
+	for _, name := range []string{ModeExclusive, ModeShared, ModeHost, ModeExclusive + "-dra", ModeShared + "-dra"} {
+		t.Run(name, func(t *testing.T) {
+			mode, dra := strings.CutSuffix(name, "-dra")
+			s := specFor(mode)
+			s.DRA = dra
+			got := renderString(t, s)
+			path := filepath.Join("testdata", name+".yaml")
 			if *update {
 				if err := os.MkdirAll("testdata", 0o755); err != nil {
 					t.Fatal(err)
@@ -193,6 +237,9 @@ func TestValidate(t *testing.T) {
 		}(), want: "ARP flux"},
 		{name: "two VFs on one network", spec: func() Spec { s := specFor(ModeExclusive); s.RDMAPerPod = 2; return s }(), want: "rdmaPerPod"},
 		{name: "MTU in exclusive mode", spec: func() Spec { s := specFor(ModeExclusive); s.MTU = 9000; return s }(), want: "mtu"},
+		{name: "DRA in host mode", spec: func() Spec { s := specFor(ModeHost); s.DRA = true; return s }(), want: "host mode has no DRA path"},
+		{name: "GPU class without DRA", spec: func() Spec { s := specFor(ModeExclusive); s.GPUDeviceClass = "gpu.nvidia.com"; return s }(), want: "gpuDeviceClass"},
+		{name: "GPU class not a name", spec: func() Spec { s := draSpec(ModeExclusive); s.GPUDeviceClass = "GPU/x"; return s }(), want: "gpuDeviceClass"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			if _, err := Render(tc.spec); err == nil || !strings.Contains(err.Error(), tc.want) {
@@ -229,5 +276,67 @@ func TestMultiRailLayout(t *testing.T) {
 		if !strings.Contains(out, want) {
 			t.Errorf("multi-rail output lacks %q", want)
 		}
+	}
+}
+
+// TestDRAContent: the DRA path's claim layout (pairs as
+// examples/dra/gpu-nic-aligned-x8.yaml), the pool-pinning classes, the NAD
+// unchanged, and no device plugin limits in the Job.
+func TestDRAContent(t *testing.T) {
+	plain := renderString(t, specFor(ModeExclusive))
+	out := renderString(t, draSpec(ModeExclusive))
+	nad := func(s string) string {
+		i := strings.Index(s, "kind: NetworkAttachmentDefinition")
+		return s[i : i+strings.Index(s[i:], "---")]
+	}
+	if nad(plain) != nad(out) {
+		t.Errorf("the NAD differs between the device plugin and the DRA path:\n%s\n%s", nad(plain), nad(out))
+	}
+	for _, want := range []string{
+		"kind: DeviceClass", "name: sriov-rdma.rdmanet.io",
+		`device.driver == "rdma.rdmanet.io"`, `device.attributes["k8s.cni.cncf.io"].resourceName == "rdmanet.io/sriov_rdma"`,
+		"kind: ResourceClaimTemplate", "name: face-trainer-devices", "resourceClaimTemplateName: face-trainer-devices",
+		"matchAttribute: resource.kubernetes.io/pcieRoot", "deviceClassName: gpu.nvidia.com", "count: 7",
+		"k8s.v1.cni.cncf.io/resourceName: rdmanet.io/sriov_rdma", "IPC_LOCK", "value: =net1", "kind: ConfigMap",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("DRA output lacks %q", want)
+		}
+	}
+	for _, bad := range []string{"rdmanet.io/sriov_rdma: \"1\"", "nvidia.com/gpu"} {
+		if strings.Contains(out, bad) {
+			t.Errorf("DRA output has device plugin limit %q", bad)
+		}
+	}
+	x8 := renderString(t, draRails(8, 8))
+	for i := range 8 {
+		con := fmt.Sprintf("- matchAttribute: resource.kubernetes.io/pcieRoot\n        requests:\n        - gpu-%d\n        - nic-%d\n", i, i)
+		if !strings.Contains(x8, con) {
+			t.Errorf("8x8 output lacks the pair constraint %d:\n%s", i, con)
+		}
+		if !strings.Contains(x8, fmt.Sprintf("deviceClassName: sriov-rdma-%d.rdmanet.io", i)) {
+			t.Errorf("8x8 output lacks rail %d's class", i)
+		}
+	}
+	if strings.Contains(x8, "count:") || strings.Contains(x8, "name: gpus\n") {
+		t.Error("8 rails for 8 GPUs: every request is one device of a pair")
+	}
+	sh := renderString(t, draSpec(ModeShared))
+	if !strings.Contains(sh, `.kind == "shared"`) || !strings.Contains(sh, "name: hca-shared.rdmanet.io") {
+		t.Errorf("shared DRA output lacks the shared pool class:\n%s", sh)
+	}
+}
+
+func TestDeviceClassName(t *testing.T) {
+	for _, tc := range []struct{ name, res, want string }{
+		{name: "deploy/dra's example", res: "example.com/sriov_rdma", want: "sriov-rdma.example.com"},
+		{name: "rail", res: "rdmanet.io/sriov_rdma_3", want: "sriov-rdma-3.rdmanet.io"},
+		{name: "upper case and dots", res: "rdma/HCA.Shared", want: "hca-shared.rdma"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := DeviceClassName(tc.res); got != tc.want {
+				t.Errorf("DeviceClassName(%q) = %q, want %q", tc.res, got, tc.want)
+			}
+		})
 	}
 }

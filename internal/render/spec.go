@@ -3,7 +3,9 @@
 // lay them out: the device plugin pool config, the NetworkAttachmentDefinition
 // (exclusive: sriov → rdma chain; shared: macvlan), the headless rendezvous
 // Service and the Indexed Job with the networks annotation, resources,
-// IPC_LOCK, NCCL environment and dnsPolicy. Rendered output passes
+// IPC_LOCK, NCCL environment and dnsPolicy. With DRA (exclusive, shared) the
+// Job takes its NICs and GPUs from a ResourceClaimTemplate instead of device
+// plugin limits, next to a DeviceClass per pool. Rendered output passes
 // `kubectl rdma lint` with nothing above info.
 package render
 
@@ -22,6 +24,16 @@ const (
 	ModeExclusive = "exclusive"
 	ModeShared    = "shared"
 	ModeHost      = "host"
+)
+
+// DRA names (docs/dra.md).
+const (
+	// DRADriver is rdmanet's DRA driver: what the rendered DeviceClasses select.
+	DRADriver = "rdma.rdmanet.io"
+	// DefaultGPUDeviceClass is NVIDIA's DRA GPU class.
+	DefaultGPUDeviceClass = "gpu.nvidia.com"
+	// PCIeRootAttribute is the standard attribute GPU and NIC are aligned on.
+	PCIeRootAttribute = "resource.kubernetes.io/pcieRoot"
 )
 
 // Pool formats for the shared pool.
@@ -68,6 +80,16 @@ type Spec struct {
 	Command      []string `json:"command,omitempty"`
 	SocketIfname string   `json:"socketIfname,omitempty"` // host mode: the node interface for NCCL bootstrap
 	NCCLDebug    bool     `json:"ncclDebug,omitempty"`
+
+	// DRA renders the Dynamic Resource Allocation path (exclusive, shared):
+	// a DeviceClass per pool of rdmanet's driver, a ResourceClaimTemplate
+	// (GPU+NIC pairs aligned on resource.kubernetes.io/pcieRoot) and a Job
+	// that takes its NICs and GPUs from the claim instead of device plugin
+	// limits. See docs/dra.md, "Tooling".
+	DRA bool `json:"dra,omitempty"`
+	// GPUDeviceClass is the DeviceClass of the GPU requests with DRA
+	// (default gpu.nvidia.com, NVIDIA's DRA driver).
+	GPUDeviceClass string `json:"gpuDeviceClass,omitempty"`
 }
 
 // ParseSpec reads a YAML or JSON spec strictly (unknown fields are errors).
@@ -130,12 +152,16 @@ func (s *Spec) Default() {
 	if s.Script == "" {
 		s.Script = "/workspace/train.py"
 	}
+	if s.GPUDeviceClass == "" && s.DRA {
+		s.GPUDeviceClass = DefaultGPUDeviceClass
+	}
 	if s.SocketIfname == "" && s.Mode == ModeHost && len(s.PFNames) > 0 {
 		s.SocketIfname = s.PFNames[0]
 	}
 }
 
 var dnsLabel = regexp.MustCompile(`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`)
+var dnsSubdomain = regexp.MustCompile(`^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$`)
 var resName = regexp.MustCompile(`^[A-Za-z0-9][-A-Za-z0-9_.]*$`)
 var ifName = regexp.MustCompile(`^[A-Za-z0-9_.@-]{1,15}$`)
 
@@ -255,6 +281,12 @@ func (s *Spec) Validate() error {
 	}
 	if s.PoolFormat == PoolNicClusterPolicy && s.Mode == ModeExclusive {
 		bad("poolFormat", s.PoolFormat, "nicclusterpolicy is rendered for the shared pool only", "use configmap")
+	}
+	if s.DRA && s.Mode == ModeHost {
+		bad("dra", true, "host mode has no DRA path: hostNetwork pods take the /dev/infiniband nodes from the shared device plugin pool and no CNI runs for them", "drop --dra, or render --mode exclusive or shared with --dra")
+	}
+	if s.GPUDeviceClass != "" && (!s.DRA || !dnsSubdomain.MatchString(s.GPUDeviceClass) || len(s.GPUDeviceClass) > 253) {
+		bad("gpuDeviceClass", fmt.Sprintf("%q", s.GPUDeviceClass), "must be a DeviceClass name (DNS subdomain) and applies with dra only", "e.g. gpu.nvidia.com, with --dra")
 	}
 	if s.Mode == ModeHost && !ifName.MatchString(s.SocketIfname) {
 		bad("socketIfname", fmt.Sprintf("%q", s.SocketIfname), "must name the node interface NCCL bootstraps on", "")
