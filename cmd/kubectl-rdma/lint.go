@@ -30,7 +30,10 @@ PyTorchJob/MPIJob/TFJob (kubeflow.org), Volcano Job, JobSet, LeaderWorkerSet;
 NetworkAttachmentDefinition; ConfigMaps holding a SR-IOV device plugin
 "resourceList" or an rdma-shared-dev-plugin "configList"; NicClusterPolicy,
 MacvlanNetwork, IPoIBNetwork, SriovNetwork, SriovIBNetwork,
-SriovNetworkNodePolicy, SpiderMultusConfig;
+SriovNetworkNodePolicy, SpiderMultusConfig; DRA (resource.k8s.io/v1)
+DeviceClass, ResourceClaim, ResourceClaimTemplate and pods' spec.resourceClaims
+(a request whose class selects driver rdma.rdmanet.io is the pod's RDMA NIC,
+its kind the mode; deploy/dra's class names are known without the class);
 the k8s.v1.cni.cncf.io/networks and tke.cloud.tencent.com/networks annotations.
 
 Lint related objects together (e.g. a whole directory): the three-place

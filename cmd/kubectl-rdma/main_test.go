@@ -135,11 +135,15 @@ func TestNCCL(t *testing.T) {
 }
 
 func TestRenderThenLint(t *testing.T) {
-	for _, mode := range []string{"exclusive", "shared", "host"} {
-		t.Run(mode, func(t *testing.T) {
+	for _, name := range []string{"exclusive", "shared", "host", "exclusive --dra", "shared --dra"} {
+		t.Run(name, func(t *testing.T) {
+			mode, dra := strings.CutSuffix(name, " --dra")
 			args := []string{"render", "--mode", mode, "--name", "face-trainer", "-n", "ai-training", "--pf", "enp65s0f0np0", "--image", "registry.example.com/ai/t:v1"}
 			if mode != "host" {
 				args = append(args, "--subnet", "10.60.0.0/16")
+			}
+			if dra {
+				args = append(args, "--dra")
 			}
 			code, out, errs := runCmd(t, "", args...)
 			if code != 0 {
@@ -218,5 +222,26 @@ func TestSubcommandsRegistered(t *testing.T) {
 	code, out, _ := runCmd(t, "", "--help")
 	if code != 0 || !strings.Contains(out, "kubectl rdma") {
 		t.Errorf("help: exit %d\n%s", code, out)
+	}
+}
+
+func TestRenderDRAFlags(t *testing.T) {
+	code, out, errs := runCmd(t, "", "render", "--mode", "exclusive", "--dra", "--gpu-device-class", "gpu.example.com", "--name", "llm",
+		"--pf", "p0", "--pf", "p1", "--rail-subnet", "10.60.0.0/16", "--rail-subnet", "10.61.0.0/16", "--gpus-per-node", "2", "--image", "i:1")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errs)
+	}
+	for _, want := range []string{"kind: ResourceClaimTemplate", "deviceClassName: gpu.example.com", "deviceClassName: sriov-rdma-1.rdmanet.io", "resourceClaimTemplateName: llm-devices"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("output lacks %q:\n%s", want, out)
+		}
+	}
+	code, lout, _ := runCmd(t, out, "lint", "--fail-on", "warning", "-")
+	if code != 0 {
+		t.Errorf("lint exit %d:\n%s", code, lout)
+	}
+	code, _, errs = runCmd(t, "", "render", "--mode", "host", "--dra", "--name", "a", "--pf", "ens1", "--image", "i")
+	if code != 2 || !strings.Contains(errs, "host mode has no DRA path") {
+		t.Errorf("host --dra: exit %d, stderr %q", code, errs)
 	}
 }

@@ -15,7 +15,7 @@ func newRenderCmd(s streams) *cobra.Command {
 	var file string
 	var f render.Spec
 	cmd := &cobra.Command{
-		Use:   "render [--mode exclusive|shared|host] [flags]",
+		Use:   "render [--mode exclusive|shared|host] [--dra] [flags]",
 		Short: "Write the full manifest set for an RDMA mode (pool, NAD, Service, Job)",
 		Long: `render writes the manifests of one mode, laid out as the seed documents lay them out:
 
@@ -34,6 +34,15 @@ The spec comes from -f FILE (YAML or JSON with the fields below) and/or flags;
 flags override the file. The output passes 'kubectl rdma lint' with no finding
 above info.
 
+--dra (exclusive, shared) writes the Dynamic Resource Allocation path instead:
+the same pool config (rdmanet-agent --dra publishes its pools) and NADs, a
+DeviceClass per pool (driver rdma.rdmanet.io, the mode's kind, the pool's
+k8s.cni.cncf.io/resourceName), a ResourceClaimTemplate <name>-devices with
+GPU+NIC request pairs (class --gpu-device-class, default gpu.nvidia.com), one
+matchAttribute resource.kubernetes.io/pcieRoot constraint per pair, and a Job
+whose pods take the claim instead of device plugin limits. Host mode has no
+DRA path.
+
 Multi-rail (exclusive, shared): give one --rail-subnet per --pf; rail i is PF i
 with its own pool (<resourceName>_<i>), NAD (<network>-<i>), subnet and in-pod
 interface net<i+1>, and the Job requests one device of each.
@@ -41,12 +50,14 @@ interface net<i+1>, and the Job requests one device of each.
 Spec fields: mode, name, namespace, resourcePrefix, resourceName, pfNames,
 vendors, deviceIDs, rdmaHcaMax, poolFormat, poolNamespace, network, interface,
 subnet, exclude, subnets, vlan, mtu, image, nodes, gpusPerNode, rdmaPerPod,
-port, script, command, socketIfname, ncclDebug.`,
+port, script, command, socketIfname, ncclDebug, dra, gpuDeviceClass.`,
 		Example: `  kubectl rdma render --mode exclusive --name face-trainer -n ai-training \
       --pf enp65s0f0np0 --subnet 10.60.0.0/16 --exclude 10.60.0.0/24 --vlan 200 \
       --image registry.example.com/ai/face-training:v1 --nodes 2 --gpus-per-node 8
   kubectl rdma render --mode exclusive --name llm --pf enp65s0f0np0 --pf enp66s0f0np0 \
       --rail-subnet 10.60.0.0/16 --rail-subnet 10.61.0.0/16 --image registry.example.com/ai/llm:v1
+  kubectl rdma render --mode exclusive --dra --name llm --pf enp65s0f0np0 --subnet 10.60.0.0/16 \
+      --image registry.example.com/ai/llm:v1
   kubectl rdma render -f spec.yaml | kubectl apply -f -`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -103,6 +114,8 @@ port, script, command, socketIfname, ncclDebug.`,
 	fl.StringVar(&f.Script, "script", "", "training script torchrun runs (default /workspace/train.py)")
 	fl.StringVar(&f.SocketIfname, "socket-ifname", "", "host mode: node interface for NCCL bootstrap (default the first PF)")
 	fl.BoolVar(&f.NCCLDebug, "nccl-debug", false, "set NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,NET (for kubectl rdma nccl)")
+	fl.BoolVar(&f.DRA, "dra", false, "exclusive/shared: DRA path (DeviceClass per pool, ResourceClaimTemplate with GPU+NIC pairs, Job with resourceClaims)")
+	fl.StringVar(&f.GPUDeviceClass, "gpu-device-class", "", "with --dra: DeviceClass of the GPU requests (default gpu.nvidia.com)")
 	return cmd
 }
 
@@ -180,5 +193,11 @@ func overlay(cmd *cobra.Command, dst, src *render.Spec) {
 	}
 	if set("nccl-debug") {
 		dst.NCCLDebug = src.NCCLDebug
+	}
+	if set("dra") {
+		dst.DRA = src.DRA
+	}
+	if set("gpu-device-class") {
+		dst.GPUDeviceClass = src.GPUDeviceClass
 	}
 }
