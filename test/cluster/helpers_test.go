@@ -167,7 +167,8 @@ func ipv4Of(t *testing.T, ns, pod, iface string) []string {
 	return addrs
 }
 
-// podResources lists what the real kubelet's PodResources API reports, per
+// podResources lists what the real kubelet's PodResources API reports (DRA
+// devices under "dra:<driver>"), per
 // "namespace/pod" and resource name.
 func podResources(t *testing.T) map[string]map[string][]string {
 	t.Helper()
@@ -189,6 +190,12 @@ func podResources(t *testing.T) map[string]map[string][]string {
 		for _, ctr := range p.Containers {
 			for _, d := range ctr.Devices {
 				m[d.ResourceName] = append(m[d.ResourceName], d.DeviceIds...)
+			}
+			// DRA devices under "dra:<driver>", by device name
+			for _, dr := range ctr.DynamicResources {
+				for _, r := range dr.ClaimResources {
+					m["dra:"+r.DriverName] = append(m["dra:"+r.DriverName], r.DeviceName)
+				}
 			}
 		}
 		out[p.Namespace+"/"+p.Name] = m

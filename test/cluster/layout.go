@@ -158,6 +158,9 @@ var PrivateMounts = []PrivateMount{
 	{"/run/rdmanet", "node/run/rdmanet"},
 	{"/run/netns", "node/run/netns"},
 	{"/var/run/k8s.cni.cncf.io", "node/run/k8s.cni.cncf.io"},
+	// CDI specs of the DRA kubelet plugin, read by containerd (its default
+	// cdi_spec_dirs include /var/run/cdi).
+	{"/run/cdi", "node/run/cdi"},
 	// The simulated NICs' sysfs (the overlay points the agent and the
 	// plugins here): a fixed path, so the committed overlay needs no
 	// machine-specific value.

@@ -84,7 +84,12 @@ type kustomization struct {
 	APIVersion string   `json:"apiVersion"`
 	Kind       string   `json:"kind"`
 	Resources  []string `json:"resources"`
-	Images     []struct {
+	Patches    []struct {
+		Target map[string]string `json:"target"`
+		Patch  string            `json:"patch"`
+		Path   string            `json:"path"`
+	} `json:"patches"`
+	Images []struct {
 		Name    string `json:"name"`
 		NewName string `json:"newName"`
 		NewTag  string `json:"newTag"`
@@ -261,12 +266,22 @@ func TestDeployComponents(t *testing.T) {
 				onDisk = append(onDisk, filepath.Base(f))
 			}
 		}
-		listed := slices.Clone(k.Resources)
+		// a resource that is a directory (a kustomization, e.g. ../../dra)
+		// is checked where it lives
+		var listed []string
+		for _, r := range k.Resources {
+			if strings.HasSuffix(r, ".yaml") {
+				listed = append(listed, r)
+			}
+		}
 		sort.Strings(listed)
 		if !slices.Equal(onDisk, listed) {
 			t.Fatalf("deploy/components/%s lists %v, has %v", en.Name(), listed, onDisk)
 		}
-		comps[en.Name()] = decodeDeploy(t, dir, k.Resources)
+		comps[en.Name()] = decodeDeploy(t, dir, listed)
+		if en.Name() == "dra" {
+			checkDRAComponent(t, k)
+		}
 	}
 	mon := comps["monitoring"]
 	if len(mon) != 2 {
@@ -1068,4 +1083,63 @@ func TestDeployRBAC(t *testing.T) {
 			}},
 		})
 	})
+}
+
+// checkDRAComponent: the DRA component brings deploy/dra and patches the
+// agent (containers/0, checked by the patch's own test op) with --dra and
+// each host directory a DRA kubelet plugin shares with kubelet and the
+// runtime, mounted at the same path inside as outside.
+func checkDRAComponent(t *testing.T, k kustomization) {
+	t.Helper()
+	if !slices.Contains(k.Resources, "../../dra") {
+		t.Errorf("deploy/components/dra resources %v, want ../../dra", k.Resources)
+	}
+	if len(k.Patches) != 1 || k.Patches[0].Target["kind"] != "DaemonSet" || k.Patches[0].Target["name"] != "rdmanet-node" {
+		t.Fatalf("deploy/components/dra patches %+v, want one JSON patch of DaemonSet rdmanet-node", k.Patches)
+	}
+	var ops []struct {
+		Op    string          `json:"op"`
+		Path  string          `json:"path"`
+		Value json.RawMessage `json:"value"`
+	}
+	if err := yaml.UnmarshalStrict([]byte(k.Patches[0].Patch), &ops); err != nil {
+		t.Fatalf("deploy/components/dra patch: %v", err)
+	}
+	var dra bool
+	mounts, hostPaths := map[string]string{}, map[string]string{}
+	for _, op := range ops {
+		switch op.Path {
+		case "/spec/template/spec/containers/0/args/-":
+			dra = dra || string(op.Value) == `"--dra"`
+		case "/spec/template/spec/containers/0/volumeMounts/-":
+			var m corev1.VolumeMount
+			if err := json.Unmarshal(op.Value, &m); err != nil {
+				t.Fatal(err)
+			}
+			mounts[m.Name] = m.MountPath
+		case "/spec/template/spec/volumes/-":
+			var v corev1.Volume
+			if err := json.Unmarshal(op.Value, &v); err != nil || v.HostPath == nil {
+				t.Fatalf("volume %s: %v (want a hostPath)", op.Value, err)
+			}
+			hostPaths[v.Name] = v.HostPath.Path
+		}
+	}
+	if !dra {
+		t.Error("deploy/components/dra does not add --dra to the agent")
+	}
+	for _, want := range []string{"/var/lib/kubelet/plugins_registry", "/var/lib/kubelet/plugins/rdma.rdmanet.io", "/var/run/cdi"} {
+		var found bool
+		for name, mp := range mounts {
+			if mp == want {
+				found = true
+				if hostPaths[name] != mp {
+					t.Errorf("volume %s: mounted at %s, host path %q: a DRA plugin's directories are the same path inside and outside", name, mp, hostPaths[name])
+				}
+			}
+		}
+		if !found {
+			t.Errorf("deploy/components/dra mounts %v, want %s", mounts, want)
+		}
+	}
 }
