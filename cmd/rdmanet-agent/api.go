@@ -19,6 +19,7 @@ type apiFlags struct {
 	pluginDir    string
 	stateDir     string
 	cdiDir       string
+	ncclEnv      bool
 }
 
 func (f *apiFlags) register(fs *flag.FlagSet) {
@@ -27,6 +28,7 @@ func (f *apiFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.registrarDir, "dra-registrar-dir", dra.DefaultRegistrarDir, "with --dra: kubelet's plugin registration directory")
 	fs.StringVar(&f.pluginDir, "dra-plugin-dir", dra.DefaultPluginDir, "with --dra: the DRA kubelet plugin's directory (its gRPC socket)")
 	fs.StringVar(&f.stateDir, "dra-state-dir", "", "with --dra: directory of the kubelet plugin's checkpoint of prepared claims (default --dra-plugin-dir); must survive agent restarts")
+	fs.BoolVar(&f.ncclEnv, "dra-nccl-env", true, "with --dra: prepared claims also give their containers NCCL_IB_HCA (the claims' RDMA devices) and NCCL_IB_GID_INDEX (their RoCE v2 IPv4 GID index), except variables a container sets itself in env (read from the pod: needs pods get); false: neither")
 	fs.StringVar(&f.cdiDir, "cdi-dir", dra.DefaultCDIDir, "with --dra: directory the container runtime reads CDI specs from; one spec per prepared claim is written here")
 }
 
@@ -70,7 +72,7 @@ func newAPIServices(f apiFlags, nodeName, sysfsRoot, devInfoDir, podResources st
 	}
 	s.pr = &dra.PodResources{Socket: podResources}
 	s.drv, err = dra.NewDriver(dra.DriverOptions{NodeName: nodeName, CDIDir: f.cdiDir, StateDir: f.stateDir, DevInfoDir: devInfoDir,
-		DevicePlugin: s.pr, Fatal: fatal, Logger: log})
+		DevicePlugin: s.pr, NCCLEnv: f.ncclEnv, Fatal: fatal, Logger: log})
 	return s, err
 }
 

@@ -33,13 +33,18 @@ func cdiDeviceID(name string) string { return CDIKind + "=" + name }
 
 // cdiSpec builds a claim's CDI spec: every device gets its RDMA character
 // devices (the same /dev/infiniband nodes, rdma_cm included, that the
-// device plugin's Allocate gives) and its environment.
+// device plugin's Allocate gives) and its environment; the first device
+// also carries the claim's NCCL environment.
 func cdiSpec(c *preparedClaim) (*cdispec.Spec, error) {
 	spec := &cdispec.Spec{Kind: CDIKind, Annotations: map[string]string{
 		DriverName + "/claim": c.name(),
 	}}
-	for _, d := range c.Devices {
-		dev := cdispec.Device{Name: d.CDIName, ContainerEdits: cdispec.ContainerEdits{Env: d.Env}}
+	for i, d := range c.Devices {
+		env := d.Env
+		if i == 0 && len(c.Env) > 0 {
+			env = append(append([]string(nil), d.Env...), c.Env...)
+		}
+		dev := cdispec.Device{Name: d.CDIName, ContainerEdits: cdispec.ContainerEdits{Env: env}}
 		for _, p := range d.CharDevs {
 			dev.ContainerEdits.DeviceNodes = append(dev.ContainerEdits.DeviceNodes, &cdispec.DeviceNode{Path: p, HostPath: p, Permissions: "rw"})
 		}

@@ -45,7 +45,7 @@ func TestCDISpecsLoadInRuntimeCache(t *testing.T) {
 	if dev == nil {
 		t.Fatal("first VF of uid-a not resolved")
 	}
-	if env := dev.ContainerEdits.Env; !slices.Equal(env, []string{"PCIDEVICE_EXAMPLE_COM_SRIOV_RDMA=0000:41:00.2,0000:41:00.3"}) {
+	if env := dev.ContainerEdits.Env; !slices.Equal(env, []string{"PCIDEVICE_EXAMPLE_COM_SRIOV_RDMA=0000:41:00.2,0000:41:00.3", "NCCL_IB_HCA==mlx5_4,mlx5_5", "NCCL_IB_GID_INDEX=3"}) {
 		t.Errorf("env of the request's first VF: %v", env)
 	}
 	if err := unprepare(t, d, "uid-a"); err != nil {

@@ -33,6 +33,9 @@ type preparedClaim struct {
 	Namespace string           `json:"namespace"`
 	Name      string           `json:"name"`
 	Devices   []preparedDevice `json:"devices"`
+	// Env is the claim's NCCL environment (ncclenv.go), given with its
+	// first CDI device; absent in checkpoints of older agents.
+	Env []string `json:"env,omitempty"`
 }
 
 // preparedDevice is one allocated device of a claim as it was prepared.
@@ -52,6 +55,14 @@ type preparedDevice struct {
 	Env      []string `json:"env,omitempty"`
 	// DevInfo: a device-info file was written for (Resource, PCI).
 	DevInfo bool `json:"devInfo,omitempty"`
+	// LinkLayer of the RDMA device's port (Ethernet, InfiniBand) and, on
+	// Ethernet, the RoCE v2 IPv4 GID index for NCCL_IB_GID_INDEX (nil when
+	// unknown): so that a later claim of the same pod can be joined with
+	// this one after a restart. Absent in checkpoints of older agents.
+	LinkLayer string `json:"linkLayer,omitempty"`
+	GIDIndex  *int   `json:"gidIndex,omitempty"`
+	// gidWhy says why GIDIndex is unknown (logs only).
+	gidWhy string
 }
 
 func (c *preparedClaim) name() string { return c.Namespace + "/" + c.Name }

@@ -48,6 +48,13 @@ type DriverOptions struct {
 	// DevicePlugin lists the device-plugin devices pods hold (kubelet's
 	// PodResources); Prepare refuses those. Required.
 	DevicePlugin DevicePluginUsers
+	// NCCLEnv: Prepare gives each claim the NCCL environment of its RDMA
+	// devices (NCCL_IB_HCA, NCCL_IB_GID_INDEX; ncclenv.go), except the
+	// variables a container of the claim's pod sets itself (--dra-nccl-env).
+	NCCLEnv bool
+	// Pods reads the pods a claim is reserved for (with NCCLEnv); nil: the
+	// API client given to Start.
+	Pods PodGetter
 	// Fatal is called when the plugin's gRPC service fails for good
 	// (e.g. cancel the agent's context, so the DaemonSet restarts it).
 	Fatal  func(error)
@@ -80,6 +87,11 @@ type devEntry struct {
 	kind, resource, pci, pf, rdma string
 	charDevs                      []string
 	health, reason                string
+	// linkLayer of the RDMA port; on Ethernet gidIndex is the RoCE v2
+	// IPv4 GID index NCCL should use (nil: unknown, gidWhy says why).
+	linkLayer string
+	gidIndex  *int
+	gidWhy    string
 	// rdmaAway: the pool needs RDMA and the host does not see the
 	// device's RDMA device: it was moved into a pod's network namespace
 	// (exclusive netns mode), so the device is in use, not broken.
@@ -142,14 +154,18 @@ func (d *Driver) Update(node *inventory.Node, pools []*deviceplugin.Pool) {
 				if x.PF != "" {
 					prefix = "vf"
 				}
-				devs[DeviceName(prefix, x.PCI)] = devEntry{kind: KindExclusive, resource: p.Resource, pci: x.PCI, pf: x.PF, rdma: x.RDMA,
+				e := devEntry{kind: KindExclusive, resource: p.Resource, pci: x.PCI, pf: x.PF, rdma: x.RDMA,
 					charDevs: append([]string(nil), x.CharDevs...), health: x.Health, reason: x.Reason,
 					rdmaAway: p.Spec.NeedsRDMA() && x.RDMA == ""}
+				e.linkLayer, e.gidIndex, e.gidWhy = gidOf(node, x.PCI, x.RDMA, true)
+				devs[DeviceName(prefix, x.PCI)] = e
 			}
 		case config.Shared:
 			for _, h := range p.HCAs {
-				devs[DeviceName("hca", h.PCI)] = devEntry{kind: KindShared, resource: p.Resource, pci: h.PCI, rdma: h.RDMA,
+				e := devEntry{kind: KindShared, resource: p.Resource, pci: h.PCI, rdma: h.RDMA,
 					charDevs: append([]string(nil), h.CharDevs...), health: h.Health, reason: h.Reason}
+				e.linkLayer, e.gidIndex, e.gidWhy = gidOf(node, h.PCI, h.RDMA, false)
+				devs[DeviceName("hca", h.PCI)] = e
 			}
 		}
 	}
@@ -165,7 +181,11 @@ func (d *Driver) inventory() (map[string]devEntry, bool, bool) {
 	return d.devs, d.rdmaCM, d.have
 }
 
-// PrepareResourceClaims implements kubeletplugin.DRAPlugin.
+// PrepareResourceClaims implements kubeletplugin.DRAPlugin. Claims the
+// checkpoint records are answered from it; the others are resolved in the
+// inventory first, all of them, so that the NCCL environment of a pod's
+// claims prepared in one call can name all their devices; then each is
+// prepared on its own.
 func (d *Driver) PrepareResourceClaims(ctx context.Context, claims []*resourceapi.ResourceClaim) (map[types.UID]kubeletplugin.PrepareResult, error) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
@@ -173,8 +193,32 @@ func (d *Driver) PrepareResourceClaims(ctx context.Context, claims []*resourceap
 	dp := &dpLookup{src: d.o.DevicePlugin}
 	devs, cm, have := d.inventory()
 	inv := &inventoryView{devs: devs, rdmaCM: cm, have: have}
+	resolved := map[types.UID]*preparedClaim{}
+	failed := map[types.UID]error{}
 	for _, c := range claims {
-		pc, err := d.prepare(ctx, c, inv, dp)
+		if d.cp.Claims[c.UID] != nil {
+			continue
+		}
+		if pc, err := d.resolve(c, inv); err != nil {
+			failed[c.UID] = err
+		} else {
+			resolved[c.UID] = pc
+		}
+	}
+	if d.o.NCCLEnv {
+		d.setNCCLEnv(ctx, claims, resolved, failed)
+	}
+	for _, c := range claims {
+		var pc *preparedClaim
+		var err error
+		switch prev := d.cp.Claims[c.UID]; {
+		case prev != nil:
+			pc, err = d.again(c, prev)
+		case failed[c.UID] != nil:
+			err = failed[c.UID]
+		default:
+			pc, err = d.commit(ctx, c, resolved[c.UID], inv, dp)
+		}
 		if err != nil {
 			d.log.Error("claim not prepared", "claim", c.Namespace+"/"+c.Name, "uid", c.UID, "err", err)
 			out[c.UID] = kubeletplugin.PrepareResult{Err: err}
@@ -217,26 +261,29 @@ func resultDevices(pc *preparedClaim) []kubeletplugin.Device {
 	return out
 }
 
-// prepare prepares one claim; the caller holds d.mu.
-func (d *Driver) prepare(ctx context.Context, c *resourceapi.ResourceClaim, inv *inventoryView, dp *dpLookup) (*preparedClaim, error) {
-	name := c.Namespace + "/" + c.Name
-	if prev := d.cp.Claims[c.UID]; prev != nil {
-		// Prepared before (kubelet or agent restarted): the same answer,
-		// from the checkpoint, since a device in use may no longer be
-		// visible on the host (its RDMA device is in the pod's netns).
-		// The files are written again: /var/run is empty after a reboot.
-		for _, dev := range prev.Devices {
-			if dev.DevInfo {
-				if err := devinfo.Write(d.o.DevInfoDir, dev.Resource, dev.PCI, devinfo.PCI(dev.PCI, dev.PF, dev.RDMA)); err != nil {
-					return nil, fmt.Errorf("claim %s: device %s: %w", name, dev.Device, err)
-				}
+// again answers a claim prepared before (kubelet or agent restarted)
+// from the checkpoint: the same answer, since a device in use may no
+// longer be visible on the host (its RDMA device is in the pod's netns).
+// The files are written again: /var/run is empty after a reboot. The
+// caller holds d.mu.
+func (d *Driver) again(c *resourceapi.ResourceClaim, prev *preparedClaim) (*preparedClaim, error) {
+	for _, dev := range prev.Devices {
+		if dev.DevInfo {
+			if err := devinfo.Write(d.o.DevInfoDir, dev.Resource, dev.PCI, devinfo.PCI(dev.PCI, dev.PF, dev.RDMA)); err != nil {
+				return nil, fmt.Errorf("claim %s/%s: device %s: %w", c.Namespace, c.Name, dev.Device, err)
 			}
 		}
-		if err := writeCDISpec(d.o.CDIDir, c.UID, prev); err != nil {
-			return nil, err
-		}
-		return prev, nil
 	}
+	if err := writeCDISpec(d.o.CDIDir, c.UID, prev); err != nil {
+		return nil, err
+	}
+	return prev, nil
+}
+
+// resolve finds the claim's allocated devices of this driver in the
+// inventory; it changes nothing. The caller holds d.mu.
+func (d *Driver) resolve(c *resourceapi.ResourceClaim, inv *inventoryView) (*preparedClaim, error) {
+	name := c.Namespace + "/" + c.Name
 	if c.Status.Allocation == nil {
 		return nil, fmt.Errorf("claim %s is not allocated", name)
 	}
@@ -263,14 +310,21 @@ func (d *Driver) prepare(ctx context.Context, c *resourceapi.ResourceClaim, inv 
 		}
 		used[cdiName] = true
 		dev := preparedDevice{Requests: []string{r.Request}, Pool: r.Pool, Device: r.Device, ShareID: r.ShareID, CDIName: cdiName,
-			Kind: e.kind, Resource: e.resource, PCI: e.pci, PF: e.pf, RDMA: e.rdma, CharDevs: e.charDevs}
+			Kind: e.kind, Resource: e.resource, PCI: e.pci, PF: e.pf, RDMA: e.rdma, CharDevs: e.charDevs,
+			LinkLayer: e.linkLayer, GIDIndex: e.gidIndex, gidWhy: e.gidWhy}
 		if len(dev.CharDevs) > 0 && inv.rdmaCM {
 			dev.CharDevs = append(append([]string(nil), dev.CharDevs...), rdmaCM)
 		}
 		pc.Devices = append(pc.Devices, dev)
 	}
 	setEnv(pc)
+	return pc, nil
+}
 
+// commit prepares a resolved claim: holds, checks, device-info, CDI spec,
+// checkpoint. The caller holds d.mu.
+func (d *Driver) commit(ctx context.Context, c *resourceapi.ResourceClaim, pc *preparedClaim, inv *inventoryView, dp *dpLookup) (*preparedClaim, error) {
+	name := c.Namespace + "/" + c.Name
 	// From here on, undo everything unless the claim is fully prepared.
 	ok := false
 	defer func() {
@@ -474,6 +528,11 @@ func (d *Driver) Start(ctx context.Context, client kubernetes.Interface, paths P
 		if err := os.MkdirAll(dir, 0o750); err != nil {
 			return nil, fmt.Errorf("dra kubelet plugin: %w; fix: mount kubelet's plugin directories into the agent", err)
 		}
+	}
+	if d.o.Pods == nil && client != nil {
+		d.mu.Lock()
+		d.o.Pods = clientPods{client}
+		d.mu.Unlock()
 	}
 	ctx = klog.NewContext(ctx, logr.FromSlogHandler(d.log.Handler()))
 	h, err := kubeletplugin.Start(ctx, d,

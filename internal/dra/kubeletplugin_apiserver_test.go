@@ -76,8 +76,9 @@ func pbClaim(c *resourceapi.ResourceClaim) *drapb.Claim {
 
 // TestKubeletPluginAPIServer: registration answers as kubelet expects;
 // NodePrepareResources prepares claims read from the API server (CDI IDs
-// in the answer, CDI spec with the device nodes and PCIDEVICE_ env,
-// device-info) and refuses a device a device-plugin pod holds, naming the
+// in the answer, CDI spec with the device nodes, PCIDEVICE_ env and the
+// NCCL variables the pod the claim is reserved for, read with the shipped
+// RBAC, does not set itself; device-info) and refuses a device a device-plugin pod holds, naming the
 // pod; after a restart of the plugin (new instance, same state dir)
 // NodeUnprepareResources still cleans up.
 func TestKubeletPluginAPIServer(t *testing.T) {
@@ -100,6 +101,18 @@ func TestKubeletPluginAPIServer(t *testing.T) {
 	hca := createAllocatedClaim(t, ctx, admin, "shared-hca", "rdma-shared.rdmanet.io",
 		resourceapi.DeviceRequestAllocationResult{Request: "rdma", Driver: DriverName, Pool: testNode, Device: "hca-0000-81-00-0",
 			ShareID: &share, ConsumedCapacity: map[resourceapi.QualifiedName]resource.Quantity{CapacitySlots: resource.MustParse("1")}})
+	// the pod two-vfs is reserved for: its container sets NCCL_IB_HCA
+	trainer, err := admin.CoreV1().Pods("training").Create(ctx, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "trainer"},
+		Spec: corev1.PodSpec{ResourceClaims: []corev1.PodResourceClaim{{Name: "rails", ResourceClaimName: &vfs.Name}},
+			Containers: []corev1.Container{{Name: "main", Image: "trainer", Env: []corev1.EnvVar{{Name: EnvNCCLIBHCA, Value: "=mlx5_4:1"}},
+				Resources: corev1.ResourceRequirements{Claims: []corev1.ResourceClaim{{Name: "rails"}}}}}}}, metav1.CreateOptions{FieldValidation: "Strict"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	vfs.Status.ReservedFor = []resourceapi.ResourceClaimConsumerReference{{Resource: "pods", Name: trainer.Name, UID: trainer.UID}}
+	if vfs, err = admin.ResourceV1().ResourceClaims("training").UpdateStatus(ctx, vfs, metav1.UpdateOptions{}); err != nil {
+		t.Fatalf("reserve claim %s: %v", vfs.Name, err)
+	}
 	busy := createAllocatedClaim(t, ctx, admin, "busy-vf", "rdma-exclusive.rdmanet.io",
 		resourceapi.DeviceRequestAllocationResult{Request: "nic", Driver: DriverName, Pool: testNode, Device: "vf-0000-41-00-4"})
 
@@ -111,6 +124,7 @@ func TestKubeletPluginAPIServer(t *testing.T) {
 	t.Cleanup(func() { os.RemoveAll(base) })
 	paths := PluginPaths{RegistrarDir: filepath.Join(base, "reg"), PluginDir: filepath.Join(base, "p")}
 	e := newDriverEnv(t)
+	e.pods = nil // the API server's, through the client given to Start
 	e.dp.holders = []DPHolder{{Resource: "example.com/sriov_rdma", DeviceID: "0000:41:00.4", Pod: "default/dp-trainer"}}
 	_, stop := startPlugin(t, ctx, e, client, paths)
 
@@ -155,7 +169,7 @@ func TestKubeletPluginAPIServer(t *testing.T) {
 	spec := specView(readSpec(t, e.cdi, string(vfs.UID)))
 	wantNodes := []string{"/dev/infiniband/issm4", "/dev/infiniband/issm5", rdmaCM, "/dev/infiniband/umad4", "/dev/infiniband/umad5", "/dev/infiniband/uverbs4", "/dev/infiniband/uverbs5"}
 	slices.Sort(wantNodes)
-	if !slices.Equal(spec.nodes, wantNodes) || !slices.Equal(spec.env, []string{"PCIDEVICE_EXAMPLE_COM_SRIOV_RDMA=0000:41:00.2,0000:41:00.3"}) {
+	if !slices.Equal(spec.nodes, wantNodes) || !slices.Equal(spec.env, []string{EnvNCCLIBGIDIndex + "=3", "PCIDEVICE_EXAMPLE_COM_SRIOV_RDMA=0000:41:00.2,0000:41:00.3"}) {
 		t.Errorf("CDI spec of %s: nodes %v env %v", vfs.Name, spec.nodes, spec.env)
 	}
 	if info, _ := devinfo.Read(e.devInfo, "example.com/sriov_rdma", "0000:41:00.3"); info == nil || info.Pci.PfPciAddress != "0000:41:00.0" || info.Pci.RdmaDevice != "mlx5_5" {

@@ -18,7 +18,9 @@ import (
 	"testing"
 
 	resourceapi "k8s.io/api/resource/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/dynamic-resource-allocation/kubeletplugin"
 	pluginapi "k8s.io/kubelet/pkg/apis/deviceplugin/v1beta1"
@@ -43,26 +45,36 @@ type driverEnv struct {
 	state, cdi, devInfo string
 	dp                  *fakeDP
 	claimed             *Claimed
+	pods                *fakePods
 }
 
 func newDriverEnv(t *testing.T) *driverEnv {
 	t.Helper()
 	dir := t.TempDir()
 	return &driverEnv{s: fixture(t), state: filepath.Join(dir, "state"), cdi: filepath.Join(dir, "cdi"),
-		devInfo: filepath.Join(dir, "devinfo"), dp: &fakeDP{}, claimed: NewClaimed()}
+		devInfo: filepath.Join(dir, "devinfo"), dp: &fakeDP{}, claimed: NewClaimed(), pods: &fakePods{}}
 }
 
 // driver starts a plugin instance (as an agent start does: load the
-// checkpoint, then take the first discovery).
+// checkpoint, then take the first discovery), with the NCCL environment
+// on (the agent's default).
 func (e *driverEnv) driver(t *testing.T) *Driver {
 	t.Helper()
 	d, err := NewDriver(DriverOptions{NodeName: testNode, CDIDir: e.cdi, StateDir: e.state, DevInfoDir: e.devInfo,
-		Claimed: e.claimed, DevicePlugin: e.dp, Logger: slog.New(slog.NewTextHandler(testWriter{t}, nil))})
+		Claimed: e.claimed, DevicePlugin: e.dp, NCCLEnv: true, Pods: e.podGetter(), Logger: slog.New(slog.NewTextHandler(testWriter{t}, nil))})
 	if err != nil {
 		t.Fatal(err)
 	}
 	e.rescan(t, d)
 	return d
+}
+
+// podGetter is e.pods; nil (the API client given to Start) without.
+func (e *driverEnv) podGetter() PodGetter {
+	if e.pods == nil {
+		return nil
+	}
+	return e.pods
 }
 
 func (e *driverEnv) rescan(t *testing.T, d *Driver) {
@@ -168,7 +180,9 @@ func allocateView(car *pluginapi.ContainerAllocateResponse) containerView {
 
 // TestPrepareMirrorsDevicePlugin: a prepared claim's CDI spec gives the
 // container exactly the device nodes and environment the device plugin's
-// Allocate gives for the same devices, and the same device-info files.
+// Allocate gives for the same devices, and the same device-info files;
+// besides, and only besides, the NCCL variables (DRA-only extras,
+// TestPrepareNCCLEnv).
 func TestPrepareMirrorsDevicePlugin(t *testing.T) {
 	tests := []struct {
 		name     string
@@ -214,6 +228,17 @@ func TestPrepareMirrorsDevicePlugin(t *testing.T) {
 				}
 			}
 			got := specView(spec)
+			var nccl []string
+			got.env = slices.DeleteFunc(got.env, func(v string) bool {
+				if strings.HasPrefix(v, EnvNCCLIBHCA+"=") || strings.HasPrefix(v, EnvNCCLIBGIDIndex+"=") {
+					nccl = append(nccl, v)
+					return true
+				}
+				return false
+			})
+			if len(nccl) == 0 {
+				t.Errorf("CDI env without NCCL variables: the comparison below would not show that they are the only extras")
+			}
 			if !slices.Equal(got.env, tc.wantEnv) {
 				t.Errorf("CDI env %v, want %v", got.env, tc.wantEnv)
 			}
@@ -281,6 +306,8 @@ func TestPrepareRefuses(t *testing.T) {
 		setup func(t *testing.T, e *driverEnv, d *Driver)
 		devs  []alloc
 		want  []string // substrings of the error
+		// reservedFor: the claim is reserved for this pod (of namespace training)
+		reservedFor string
 		// otherInfo: another claim's device-info file for the device must stay
 		otherInfo bool
 	}{
@@ -335,6 +362,12 @@ func TestPrepareRefuses(t *testing.T) {
 			setup: func(t *testing.T, e *driverEnv, d *Driver) { e.dp.err = errors.New("connection refused") },
 			devs:  []alloc{{"nic", vf}},
 			want:  []string{vf, "cannot tell whether the device plugin handed it out: connection refused"}},
+		{name: "pod the claim is reserved for unreadable (NCCL env fails closed)",
+			setup: func(t *testing.T, e *driverEnv, d *Driver) {
+				e.pods.err = apierrors.NewForbidden(schema.GroupResource{Resource: "pods"}, "trainer-0", errors.New("RBAC: no rule"))
+			},
+			devs: []alloc{{"nic", vf}}, reservedFor: "trainer-0",
+			want: []string{"claim training/c: cannot read pod training/trainer-0", "forbidden", "fix: grant the agent's identity get on pods", "--dra-nccl-env=false"}},
 		{name: "CDI dir not writable (rollback)",
 			setup: func(t *testing.T, e *driverEnv, d *Driver) {
 				if err := os.WriteFile(e.cdi, nil, 0o600); err != nil { // a file where the dir should be
@@ -352,7 +385,11 @@ func TestPrepareRefuses(t *testing.T) {
 				tc.setup(t, e, d)
 			}
 			const uid = "refused-uid"
-			r := prepare(t, d, newClaim(uid, "c", tc.devs...))
+			c := newClaim(uid, "c", tc.devs...)
+			if tc.reservedFor != "" {
+				reserve(c, e.pods.add(podUsing(tc.reservedFor, ctr("main", []string{"c"}))))
+			}
+			r := prepare(t, d, c)
 			if r.Err == nil {
 				t.Fatalf("Prepare succeeded: %+v", r)
 			}
@@ -389,7 +426,9 @@ func TestPrepareRefuses(t *testing.T) {
 func TestCheckpointRestart(t *testing.T) {
 	e := newDriverEnv(t)
 	d := e.driver(t)
-	vfClaim := newClaim("uid-vf", "vf", alloc{"nic", "vf-0000-41-00-2"})
+	// the pod's container uses this claim and vf2, prepared after the restart
+	pod := e.pods.add(podUsing("trainer", ctr("main", []string{"vf", "vf2"})))
+	vfClaim := reserve(newClaim("uid-vf", "vf", alloc{"nic", "vf-0000-41-00-2"}), pod)
 	hcaClaim := newClaim("uid-hca", "hca", alloc{"rdma", "hca-0000-81-00-0"})
 	first := prepare(t, d, vfClaim)
 	if first.Err != nil {
@@ -399,6 +438,9 @@ func TestCheckpointRestart(t *testing.T) {
 		t.Fatal(r.Err)
 	}
 	specBefore, _ := os.ReadFile(cdiSpecPath(e.cdi, "uid-vf"))
+	if env := specView(readSpec(t, e.cdi, "uid-vf")).env; !slices.Contains(env, "NCCL_IB_HCA==mlx5_4") || !slices.Contains(env, "NCCL_IB_GID_INDEX=3") {
+		t.Errorf("CDI env before the restart %v, want the VF's NCCL variables", env)
+	}
 
 	// restart: new registry, new driver, same state dir; the VF's RDMA
 	// device meanwhile moved into the pod's netns
@@ -406,7 +448,8 @@ func TestCheckpointRestart(t *testing.T) {
 	if err := e.s.RemoveRDMA("0000:41:00.2"); err != nil {
 		t.Fatal(err)
 	}
-	d2, err := NewDriver(DriverOptions{NodeName: testNode, CDIDir: e.cdi, StateDir: e.state, DevInfoDir: e.devInfo, Claimed: e.claimed, DevicePlugin: e.dp})
+	d2, err := NewDriver(DriverOptions{NodeName: testNode, CDIDir: e.cdi, StateDir: e.state, DevInfoDir: e.devInfo, Claimed: e.claimed, DevicePlugin: e.dp,
+		NCCLEnv: true, Pods: e.pods})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -441,7 +484,16 @@ func TestCheckpointRestart(t *testing.T) {
 		t.Errorf("device-info after the second Prepare: %+v, want the one of the first (rdma mlx5_4)", info)
 	}
 
-	for _, uid := range []string{"uid-vf", "uid-hca", "uid-vf", "never-prepared"} {
+	// the pod's second claim, prepared now, names both VFs' RDMA devices,
+	// the first from the checkpoint (mlx5_4 is in the pod now)
+	if r := prepare(t, d2, reserve(newClaim("uid-vf2", "vf2", alloc{"nic", "vf-0000-41-00-3"}), pod)); r.Err != nil {
+		t.Fatal(r.Err)
+	}
+	if env := specView(readSpec(t, e.cdi, "uid-vf2")).env; !slices.Equal(env, []string{"NCCL_IB_GID_INDEX=3", "NCCL_IB_HCA==mlx5_4,mlx5_5", "PCIDEVICE_EXAMPLE_COM_SRIOV_RDMA=0000:41:00.3"}) {
+		t.Errorf("CDI env of the pod's second claim after the restart: %v", env)
+	}
+
+	for _, uid := range []string{"uid-vf", "uid-vf2", "uid-hca", "uid-vf", "never-prepared"} {
 		if err := unprepare(t, d2, uid); err != nil {
 			t.Errorf("Unprepare %s: %v", uid, err)
 		}

@@ -44,6 +44,9 @@ type Port struct {
 	LinkLayer string `json:"link_layer"`
 	State     string `json:"state"` // ACTIVE, DOWN, INIT, ...
 	GIDs      []GID  `json:"gids,omitempty"`
+	// GIDTableLen is the number of slots of an Ethernet port's GID table
+	// (entries of ports/N/gids, used or not).
+	GIDTableLen int `json:"gid_table_len,omitempty"`
 }
 
 // RecommendedGIDIndex returns the RoCEv2 IPv4 GID index of an Ethernet port:
@@ -59,6 +62,58 @@ func (p Port) RecommendedGIDIndex() (int, bool) {
 		}
 	}
 	return 0, false
+}
+
+// FirstIPv4GIDIndex returns the index the kernel will give the RoCE v2 GID
+// of the first IPv4 address a RoCE port gets once it is fresh: the
+// NCCL_IB_GID_INDEX of an exclusive VF, read at DRA Prepare time, before
+// the VF is in its pod and has its address.
+//
+// The kernel's GID cache (drivers/infiniband/core/cache.c,
+// roce_gid_mgmt.c) reserves the lowest slots for the port's default GIDs,
+// one per supported GID type (0: RoCE v1, 1: RoCE v2 on a port with both),
+// and fills every other entry into the lowest free non-default slot; each
+// new IP address adds one entry per supported type, RoCE v1 before RoCE v2.
+// The VF's other entries now (addresses its netdev has in the host's
+// namespace) go when the sriov CNI moves the netdev into the pod, and
+// moving its RDMA device into the pod (exclusive netns mode) rebuilds the
+// table. So the pod's first IPv4 address lands right after the default
+// slots: 3 on a port with both types, 1 on a RoCE v2-only port.
+//
+// Assumption: the address is the only IP on the VF whose GID is not a
+// default one (rdmanet's IPAM gives one IPv4 address; an IPv6 link-local
+// address derived from the MAC equals the default GID). The supported types
+// are read from gid_attrs/types; without any the table cannot tell, and
+// FirstIPv4GIDIndex says why. Not for InfiniBand ports (no GID index).
+func (p Port) FirstIPv4GIDIndex() (int, error) {
+	if p.LinkLayer != LinkEthernet {
+		return 0, fmt.Errorf("port %d is not RoCE (link layer %q)", p.Num, p.LinkLayer)
+	}
+	var v1, v2 bool
+	for _, g := range p.GIDs {
+		switch g.Type {
+		case "v1":
+			v1 = true
+		case "v2":
+			v2 = true
+		}
+	}
+	switch {
+	case !v1 && !v2:
+		return 0, fmt.Errorf("port %d: the GID table shows no typed entry (gid_attrs/types missing or empty), so which RoCE versions the port supports is unknown", p.Num)
+	case !v2:
+		return 0, fmt.Errorf("port %d supports RoCE v1 only (no RoCE v2 GID)", p.Num)
+	}
+	// v2 only: default slot 0, the address's v2 entry at 1; both types:
+	// default slots 0 and 1, the address's v1 entry at 2 and v2 at 3
+	idx := 1
+	if v1 {
+		idx = 3
+	}
+	if p.GIDTableLen > 0 && idx >= p.GIDTableLen {
+		return 0, fmt.Errorf("port %d: its GID table has %d slots, too few for an IPv4 RoCE v2 entry at index %d", p.Num, p.GIDTableLen, idx)
+	}
+	return idx, nil
 }
 
 // RDMADevice is an RDMA device (HCA) of a function.
@@ -319,6 +374,7 @@ func readPort(fs sysfs.FS, ib string, port int) Port {
 	}
 	base := filepath.Join(fs.RDMAPath(ib), "ports", strconv.Itoa(port))
 	idxs := sysfs.ListInts(filepath.Join(base, "gids"))
+	p.GIDTableLen = len(idxs)
 	for _, i := range idxs {
 		g, err := fs.ReadFile(filepath.Join(base, "gids", strconv.Itoa(i)))
 		if err != nil || g == "0000:0000:0000:0000:0000:0000:0000:0000" {

@@ -187,3 +187,64 @@ func TestDiscoverBadTrees(t *testing.T) {
 		}
 	})
 }
+
+// TestFirstIPv4GIDIndex: the GID index a RoCE port's first IPv4 address
+// will get once the port is fresh (an exclusive VF in its pod), from the
+// GID types its table shows; none where the table cannot tell.
+func TestFirstIPv4GIDIndex(t *testing.T) {
+	gid := func(i int, typ, ipv4 string) inventory.GID {
+		return inventory.GID{Index: i, Type: typ, IPv4: ipv4}
+	}
+	tests := []struct {
+		name    string
+		port    inventory.Port
+		want    int
+		wantErr string
+	}{
+		{name: "fresh port with RoCE v1 and v2: 3",
+			port: inventory.Port{Num: 1, LinkLayer: inventory.LinkEthernet, GIDTableLen: 255, GIDs: []inventory.GID{gid(0, "v1", ""), gid(1, "v2", "")}}, want: 3},
+		{name: "port with a host IPv4 address now: still 3 (the address goes with the move into the pod)",
+			port: inventory.Port{Num: 1, LinkLayer: inventory.LinkEthernet, GIDTableLen: 255, GIDs: []inventory.GID{gid(0, "v1", ""), gid(1, "v2", ""), gid(2, "v1", "10.0.0.5"), gid(3, "v2", "10.0.0.5")}}, want: 3},
+		{name: "RoCE v2 only: 1",
+			port: inventory.Port{Num: 1, LinkLayer: inventory.LinkEthernet, GIDTableLen: 16, GIDs: []inventory.GID{gid(0, "v2", "")}}, want: 1},
+		{name: "table size unknown (not read): no limit",
+			port: inventory.Port{Num: 1, LinkLayer: inventory.LinkEthernet, GIDs: []inventory.GID{gid(0, "v1", ""), gid(1, "v2", "")}}, want: 3},
+		{name: "no typed entry: cannot tell",
+			port:    inventory.Port{Num: 1, LinkLayer: inventory.LinkEthernet, GIDTableLen: 8},
+			wantErr: "no typed entry (gid_attrs/types missing or empty)"},
+		{name: "RoCE v1 only: none",
+			port:    inventory.Port{Num: 1, LinkLayer: inventory.LinkEthernet, GIDTableLen: 8, GIDs: []inventory.GID{gid(0, "v1", "")}},
+			wantErr: "RoCE v1 only"},
+		{name: "table too small",
+			port:    inventory.Port{Num: 1, LinkLayer: inventory.LinkEthernet, GIDTableLen: 3, GIDs: []inventory.GID{gid(0, "v1", ""), gid(1, "v2", "")}},
+			wantErr: "3 slots"},
+		{name: "InfiniBand: none",
+			port:    inventory.Port{Num: 1, LinkLayer: inventory.LinkInfiniBand},
+			wantErr: "not RoCE"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := tc.port.FirstIPv4GIDIndex()
+			if tc.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+					t.Fatalf("FirstIPv4GIDIndex = %d, %v; want an error with %q", got, err, tc.wantErr)
+				}
+				return
+			}
+			if err != nil || got != tc.want {
+				t.Fatalf("FirstIPv4GIDIndex = %d, %v; want %d", got, err, tc.want)
+			}
+		})
+	}
+
+	// from sysfs: a fixture VF (no address) and its table's size
+	s, root := standard(t)
+	node, err := inventory.Discover(inventory.Options{SysfsRoot: root})
+	if err != nil {
+		t.Fatal(err)
+	}
+	vf := node.Function(sysfsfixture.VFBDF(s.RoCE.BDF, 0)).RDMA[0].Ports[0]
+	if got, err := vf.FirstIPv4GIDIndex(); err != nil || got != 3 || vf.GIDTableLen != 8 {
+		t.Errorf("fixture VF: %d, %v, table of %d; want 3 and 8 slots", got, err, vf.GIDTableLen)
+	}
+}
