@@ -61,16 +61,18 @@ func newAPIServices(f apiFlags, nodeName, sysfsRoot, devInfoDir, podResources st
 	if !f.dra {
 		return s, nil
 	}
-	if s.pub, err = dra.NewPublisher(dra.PublisherOptions{Client: client, NodeName: nodeName, SysfsRoot: sysfsRoot, Logger: log}); err != nil {
-		return nil, err
-	}
 	if podResources == "" {
 		podResources = dra.DefaultPodResourcesSocket
+	}
+	s.pr = &dra.PodResources{Socket: podResources}
+	// the publisher taints what pods hold through the device plugin, so
+	// the scheduler allocates those devices to no claim
+	if s.pub, err = dra.NewPublisher(dra.PublisherOptions{Client: client, NodeName: nodeName, SysfsRoot: sysfsRoot, Logger: log, InUse: s.pr}); err != nil {
+		return nil, err
 	}
 	if f.stateDir == "" {
 		f.stateDir = f.pluginDir
 	}
-	s.pr = &dra.PodResources{Socket: podResources}
 	s.drv, err = dra.NewDriver(dra.DriverOptions{NodeName: nodeName, CDIDir: f.cdiDir, StateDir: f.stateDir, DevInfoDir: devInfoDir,
 		DevicePlugin: s.pr, NCCLEnv: f.ncclEnv, Fatal: fatal, Logger: log})
 	return s, err

@@ -62,6 +62,7 @@ func run() int {
 	metricsAddr := fs.String("metrics-addr", "", "serve Prometheus /metrics (docs/metrics.md), /healthz (the rescan loop goes round) and /readyz (inventory scanned, every advertised pool registered with kubelet) over HTTP on this host:port, e.g. 127.0.0.1:9465. Empty (the default): off, since the agent runs in the host network namespace and which address and port to open on a node is the operator's choice (deploy/ opens 9465 on the node's IP)")
 	nodeName := fs.String("node-name", os.Getenv("NODE_NAME"), "this node's name, the \"node\" label of every metric, the Node the agent annotates and whose DRA devices it serves (default $NODE_NAME)")
 	podResources := fs.String("pod-resources-socket", "", "kubelet's PodResources socket (e.g. "+dra.DefaultPodResourcesSocket+"): with --metrics-addr, a scrape lists kubelet's allocations for rdmanet_agent_pool_devices_allocated (empty: that metric is off); with --dra, the kubelet plugin asks it which devices pods hold through the device plugin (empty: "+dra.DefaultPodResourcesSocket+")")
+	devicePlugin := fs.Bool("device-plugin", true, "serve the advertised pools to kubelet's device manager (one socket per pool in --device-plugin-dir). --device-plugin=false with --dra: the pools are published for DRA only; kubelet then reports their resources with 0 allocatable, so pods that request them in resources.limits (the seeds' example.com/sriov_rdma) are served by kube-scheduler through the DeviceClass whose extendedResourceName names the resource (deploy/dra). That is how a node moves to DRA without changing a workload (docs/dra.md \"Choosing a path\")")
 	var api apiFlags
 	api.register(fs)
 	fs.Usage = func() {
@@ -87,6 +88,11 @@ Flags:
 	}
 	o.ConfigPaths = configs
 	o.Probe = procProbe{*procRoot}
+	if !*devicePlugin && !api.dra && !*once {
+		fmt.Fprintln(os.Stderr, "rdmanet-agent: --device-plugin=false without --dra serves the pools to nobody; fix: add --dra (DRA only), or drop --device-plugin=false")
+		return 2
+	}
+	o.NoDevicePlugin = !*devicePlugin
 	switch o.NetnsModeFlag {
 	case "", inventory.NetnsExclusive, inventory.NetnsShared:
 	default:

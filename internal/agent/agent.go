@@ -62,6 +62,13 @@ type Options struct {
 	// allocator (the DRA kubelet plugin, --dra) holds are listed Unhealthy
 	// and refused by Allocate (deviceplugin.Guard).
 	Guard deviceplugin.Guard
+	// NoDevicePlugin: serve no pool to kubelet's device manager (no
+	// socket, no registration); the pools are still discovered, checked
+	// and handed to Snapshots, for DRA only (--device-plugin=false). A
+	// pool server already running is stopped: kubelet then reports the
+	// pool's resource with 0 allocatable, which makes kube-scheduler serve
+	// its requests through a DeviceClass with that extendedResourceName.
+	NoDevicePlugin bool
 }
 
 // Observer learns what the agent does with kubelet; it must not block.
@@ -302,7 +309,7 @@ func (a *Agent) serve(snap *Snapshot) []*deviceplugin.Server {
 	var pending []*deviceplugin.Server
 	want := map[string]*deviceplugin.Pool{}
 	for _, p := range snap.Pools {
-		if p.Advertised {
+		if p.Advertised && !a.o.NoDevicePlugin {
 			want[p.Resource] = p
 		}
 	}
@@ -483,8 +490,8 @@ func (a *Agent) Scanned() error {
 }
 
 // Registered is the rest of the agent's readiness: nil when every
-// advertised pool is served and registered with kubelet, else which pools
-// are not and why. A node without advertised pools (no RDMA hardware the
+// advertised pool is served and registered with kubelet (always, with
+// NoDevicePlugin), else which pools are not and why. A node without advertised pools (no RDMA hardware the
 // config selects) is ready: nothing waits for it.
 func (a *Agent) Registered() error {
 	a.mu.Lock()
@@ -495,7 +502,7 @@ func (a *Agent) Registered() error {
 	var missing []string
 	for _, p := range a.last.Pools {
 		switch {
-		case !p.Advertised:
+		case !p.Advertised, a.o.NoDevicePlugin:
 		case a.servers[p.Resource] == nil:
 			missing = append(missing, fmt.Sprintf("pool %s is not served (its socket in %s could not be created; see the log)", p.Resource, a.o.PluginDir))
 		case !a.registered[p.Resource] && a.kubeletIno == 0:

@@ -96,3 +96,67 @@ func TestSnapshotsHook(t *testing.T) {
 	}
 	wait("VF 3 gone", seen{devices: 3, unhealthy: 1}, 3, false)
 }
+
+// TestNoDevicePlugin: with NoDevicePlugin (--device-plugin=false, DRA only)
+// the pools are discovered and handed to Snapshots as usual, but no pool
+// socket is created for kubelet, and readiness does not wait for a
+// registration that will never come.
+func TestNoDevicePlugin(t *testing.T) {
+	base := t.TempDir()
+	node, err := sysfsfixture.NewStandard(filepath.Join(base, "sys"), sysfsfixture.StandardOptions{RoCEVFs: 4})
+	if err != nil {
+		t.Fatal(err)
+	}
+	dp, cfg := filepath.Join(base, "dp"), filepath.Join(base, "config.json")
+	if err := os.MkdirAll(dp, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(cfg, []byte(seedSriov), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	advertised := 0
+	hook := func(s *Snapshot) {
+		mu.Lock()
+		defer mu.Unlock()
+		for _, p := range s.Pools {
+			if p.Advertised && len(p.Devices) == 4 {
+				advertised++
+			}
+		}
+	}
+	a, err := New(Options{SysfsRoot: node.Root, ConfigPaths: []string{cfg}, PluginDir: dp, DevInfoDir: filepath.Join(base, "devinfo"),
+		NetnsModeFlag: "exclusive", Resync: 20 * time.Millisecond, FullRescan: time.Hour,
+		Logger: slog.New(slog.NewTextHandler(testWriter{t}, nil)), Snapshots: hook, NoDevicePlugin: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- a.Run(ctx) }()
+	t.Cleanup(func() { cancel(); <-done })
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		mu.Lock()
+		n := advertised
+		mu.Unlock()
+		if n > 0 && a.Scanned() == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no snapshot with the advertised pool of 4 VFs after 30s (scanned: %v)", a.Scanned())
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	time.Sleep(100 * time.Millisecond) // a few resync rounds
+	ents, _ := os.ReadDir(dp)
+	for _, e := range ents {
+		t.Errorf("device plugin dir has %s: no pool may be served to kubelet", e.Name())
+	}
+	if a.Server("example.com/sriov_rdma") != nil {
+		t.Error("a pool server runs")
+	}
+	if err := a.Registered(); err != nil {
+		t.Errorf("Registered() = %v, want ready (nothing to register)", err)
+	}
+}

@@ -93,6 +93,11 @@ const CapacitySlots resourceapi.QualifiedName = "slots"
 // TaintUnhealthy marks an unhealthy device (NoSchedule).
 const TaintUnhealthy = DriverName + "/unhealthy"
 
+// TaintDevicePlugin marks a device a pod holds through the device plugin
+// (NoSchedule): kube-scheduler allocates it to no claim until the pod is
+// gone (PublisherOptions.InUse).
+const TaintDevicePlugin = DriverName + "/device-plugin"
+
 // Kinds as AttrKind spells them.
 const (
 	KindExclusive = string(config.Exclusive)

@@ -5,7 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
+	"slices"
+	"strings"
 	"sync"
+	"time"
 
 	"github.com/go-logr/logr"
 	resourceapi "k8s.io/api/resource/v1"
@@ -29,6 +33,13 @@ type PublisherOptions struct {
 	Topology  Topology
 	SysfsRoot string
 	Logger    *slog.Logger
+	// InUse, when set, lists the devices pods hold through the device
+	// plugin (kubelet's PodResources); every InUsePoll the publisher taints
+	// them TaintDevicePlugin, so kube-scheduler allocates no claim a
+	// device kubelet already gave a pod (one device, one path).
+	InUse DevicePluginUsers
+	// InUsePoll is how often InUse is asked (default 2s).
+	InUsePoll time.Duration
 }
 
 // Publisher keeps the node's ResourceSlices of DriverName in step with the
@@ -45,9 +56,14 @@ type Publisher struct {
 	mu   sync.Mutex
 	ctx  context.Context
 	ctrl *resourceslice.Controller
-	last []resourceapi.Device
-	have bool // last was published (an empty list counts)
-	err  error
+	base []resourceapi.Device // the last snapshot's devices, without in-use taints
+	// inUse: device-plugin holders, "resource\x00deviceID" -> pod (nil
+	// until InUse first answered)
+	inUse   map[string]string
+	last    []resourceapi.Device // what was published: base with in-use taints
+	have    bool                 // last was published (an empty list counts)
+	err     error
+	pollErr string // the last InUse error logged
 }
 
 // NewPublisher validates the options; nothing is published before Start
@@ -74,6 +90,89 @@ func (p *Publisher) Start(ctx context.Context) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.ctx = ctx
+	if p.o.InUse != nil {
+		go p.pollInUse(ctx)
+	}
+}
+
+// pollInUse asks InUse every InUsePoll and publishes again when the set of
+// devices pods hold through the device plugin changed. When kubelet cannot
+// be asked, the last answer stands (logged once per distinct error).
+func (p *Publisher) pollInUse(ctx context.Context) {
+	every := p.o.InUsePoll
+	if every <= 0 {
+		every = 2 * time.Second
+	}
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		holders, err := p.o.InUse.DevicePluginHolders(ctx)
+		p.mu.Lock()
+		if err != nil {
+			if err.Error() != p.pollErr && ctx.Err() == nil {
+				p.log.Warn("cannot ask kubelet which devices pods hold through the device plugin; their in-use taints stay as last known", "err", err)
+			}
+			p.pollErr = err.Error()
+		} else {
+			p.pollErr = ""
+			set := map[string]string{}
+			for _, h := range holders {
+				set[h.Resource+"\x00"+h.DeviceID] = h.Pod
+			}
+			if p.inUse == nil || !maps.Equal(set, p.inUse) {
+				p.inUse = set
+				if p.have {
+					if err := p.publishLocked(); err != nil {
+						p.log.Error("DRA devices not published", "err", err)
+					}
+				}
+			}
+		}
+		p.mu.Unlock()
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// withInUse returns base with TaintDevicePlugin on every device a pod holds
+// through the device plugin: an exclusive device whose deviceID (its PCI
+// address) the pool's resource lists, a shared device while any slot of its
+// pool is in use (a slot grants every HCA of the pool). base is not changed.
+func withInUse(base []resourceapi.Device, inUse map[string]string) []resourceapi.Device {
+	if len(inUse) == 0 {
+		return base
+	}
+	busyPools := map[string]bool{}
+	for k := range inUse {
+		res, _, _ := strings.Cut(k, "\x00")
+		busyPools[res] = true
+	}
+	out := make([]resourceapi.Device, len(base))
+	for i, d := range base {
+		out[i] = d
+		res := attrString(d, AttrMultusResourceName)
+		busy := false
+		switch attrString(d, AttrKind) {
+		case KindExclusive:
+			_, busy = inUse[res+"\x00"+attrString(d, AttrMultusDeviceID)]
+		case KindShared:
+			busy = busyPools[res]
+		}
+		if busy {
+			out[i].Taints = append(slices.Clone(d.Taints), resourceapi.DeviceTaint{Key: TaintDevicePlugin, Effect: resourceapi.DeviceTaintEffectNoSchedule})
+		}
+	}
+	return out
+}
+
+func attrString(d resourceapi.Device, name resourceapi.QualifiedName) string {
+	if a, ok := d.Attributes[name]; ok && a.StringValue != nil {
+		return *a.StringValue
+	}
+	return ""
 }
 
 // Update publishes the devices of a snapshot when they differ from what
@@ -101,6 +200,14 @@ func (p *Publisher) Update(node *inventory.Node, pools []*deviceplugin.Pool) err
 		return err
 	}
 	p.err = nil
+	p.base = devs
+	return p.publishLocked()
+}
+
+// publishLocked hands base with the in-use taints to the controller when it
+// differs from what was published. The caller holds p.mu.
+func (p *Publisher) publishLocked() error {
+	devs := withInUse(p.base, p.inUse)
 	if p.have && apiequality.Semantic.DeepEqual(devs, p.last) {
 		return nil
 	}

@@ -18,6 +18,7 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -255,11 +256,14 @@ func deviceSet(want ...string) func(published) error {
 	}
 }
 
-func taintedSet(p published) []string {
+func taintedSet(p published) []string { return taintedBy(p, TaintUnhealthy) }
+
+// taintedBy lists the devices with the NoSchedule taint key, sorted.
+func taintedBy(p published, key string) []string {
 	var out []string
 	for n, d := range p.devices {
 		for _, tn := range d.Taints {
-			if tn.Key == TaintUnhealthy && tn.Effect == resourceapi.DeviceTaintEffectNoSchedule && tn.TimeAdded != nil {
+			if tn.Key == key && tn.Effect == resourceapi.DeviceTaintEffectNoSchedule && tn.TimeAdded != nil {
 				out = append(out, n)
 			}
 		}
@@ -288,7 +292,9 @@ func TestPublisherAPIServer(t *testing.T) {
 	client := kubernetes.NewForConfigOrDie(cfg)
 
 	s := fixture(t)
-	pub, err := NewPublisher(PublisherOptions{Client: client, NodeName: testNode, SysfsRoot: s.Root, Logger: slog.New(slog.NewTextHandler(testWriter{t}, nil))})
+	holders := &fakeHolders{}
+	pub, err := NewPublisher(PublisherOptions{Client: client, NodeName: testNode, SysfsRoot: s.Root, Logger: slog.New(slog.NewTextHandler(testWriter{t}, nil)),
+		InUse: holders, InUsePoll: 50 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -380,6 +386,26 @@ func TestPublisherAPIServer(t *testing.T) {
 		}
 		if tn := taintedSet(p); len(tn) != 0 {
 			return fmt.Errorf("tainted %v, want none", tn)
+		}
+		return nil
+	})
+
+	// A pod takes a VF through the device plugin and another a slot of the
+	// shared pool: both devices are tainted for the scheduler, and untainted
+	// when the pods are gone. No Update: the publisher asks kubelet itself.
+	holders.set(DPHolder{Resource: "example.com/sriov_rdma", DeviceID: "0000:41:00.4", Pod: "ai/a"},
+		DPHolder{Resource: "rdma/rdma_shared_device_eth", DeviceID: "slot-7", Pod: "ai/b"},
+		DPHolder{Resource: "nvidia.com/gpu", DeviceID: "0000:41:00.2", Pod: "ai/a"})
+	waitPublished(t, ctx, admin, "VF and HCA held through the device plugin", func(p published) error {
+		if tn := taintedBy(p, TaintDevicePlugin); !slices.Equal(tn, []string{"hca-0000-81-00-0", "vf-0000-41-00-4"}) {
+			return fmt.Errorf("tainted %s %v, want [hca-0000-81-00-0 vf-0000-41-00-4]", TaintDevicePlugin, tn)
+		}
+		return nil
+	})
+	holders.set()
+	waitPublished(t, ctx, admin, "device plugin pods gone", func(p published) error {
+		if tn := taintedBy(p, TaintDevicePlugin); len(tn) != 0 {
+			return fmt.Errorf("tainted %s %v, want none", TaintDevicePlugin, tn)
 		}
 		return nil
 	})
@@ -482,4 +508,22 @@ type testWriter struct{ t *testing.T }
 func (w testWriter) Write(b []byte) (int, error) {
 	w.t.Log(strings.TrimRight(string(b), "\n"))
 	return len(b), nil
+}
+
+// fakeHolders is kubelet's PodResources as the publisher sees it.
+type fakeHolders struct {
+	mu sync.Mutex
+	hs []DPHolder
+}
+
+func (f *fakeHolders) set(hs ...DPHolder) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.hs = hs
+}
+
+func (f *fakeHolders) DevicePluginHolders(context.Context) ([]DPHolder, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return slices.Clone(f.hs), nil
 }
