@@ -65,16 +65,20 @@ func newAPIServices(f apiFlags, nodeName, sysfsRoot, devInfoDir, podResources st
 		podResources = dra.DefaultPodResourcesSocket
 	}
 	s.pr = &dra.PodResources{Socket: podResources}
-	// the publisher taints what pods hold through the device plugin, so
-	// the scheduler allocates those devices to no claim
-	if s.pub, err = dra.NewPublisher(dra.PublisherOptions{Client: client, NodeName: nodeName, SysfsRoot: sysfsRoot, Logger: log, InUse: s.pr}); err != nil {
+	// Every PodResources answer tells the claims registry what kubelet has
+	// recorded (a device-plugin Allocate stops counting as a hold once its
+	// pod is listed), and the publisher taints what pods hold through the
+	// device plugin, so the scheduler allocates those devices to no claim.
+	claimed := dra.NewClaimed()
+	users := dra.ObservingUsers{DevicePluginUsers: s.pr, Claimed: claimed}
+	if s.pub, err = dra.NewPublisher(dra.PublisherOptions{Client: client, NodeName: nodeName, SysfsRoot: sysfsRoot, Logger: log, InUse: users}); err != nil {
 		return nil, err
 	}
 	if f.stateDir == "" {
 		f.stateDir = f.pluginDir
 	}
 	s.drv, err = dra.NewDriver(dra.DriverOptions{NodeName: nodeName, CDIDir: f.cdiDir, StateDir: f.stateDir, DevInfoDir: devInfoDir,
-		DevicePlugin: s.pr, NCCLEnv: f.ncclEnv, Fatal: fatal, Logger: log})
+		DevicePlugin: users, Claimed: claimed, NCCLEnv: f.ncclEnv, Fatal: fatal, Logger: log})
 	return s, err
 }
 

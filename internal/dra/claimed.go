@@ -1,6 +1,7 @@
 package dra
 
 import (
+	"context"
 	"fmt"
 	"sort"
 	"strings"
@@ -69,6 +70,36 @@ func (c *Claimed) Allocated(resource string, pcis []string) {
 			delete(c.dp, p)
 		}
 	}
+}
+
+// Observe learns what kubelet has recorded (PodResources): a device a pod
+// is listed holding is kubelet's to account for from now on, so its recent
+// Allocate stops counting as a hold by itself; when the pod is gone, the
+// device is free at once rather than RecentAllocation after the Allocate.
+func (c *Claimed) Observe(holders []DPHolder) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, h := range holders {
+		if a, ok := c.dp[h.DeviceID]; ok && a.resource == h.Resource {
+			delete(c.dp, h.DeviceID)
+		}
+	}
+}
+
+// ObservingUsers is a DevicePluginUsers that tells Claimed what every
+// answer lists (Claimed.Observe).
+type ObservingUsers struct {
+	DevicePluginUsers
+	Claimed *Claimed
+}
+
+// DevicePluginHolders implements DevicePluginUsers.
+func (o ObservingUsers) DevicePluginHolders(ctx context.Context) ([]DPHolder, error) {
+	hs, err := o.DevicePluginUsers.DevicePluginHolders(ctx)
+	if err == nil {
+		o.Claimed.Observe(hs)
+	}
+	return hs, err
 }
 
 // recentlyAllocated returns the resource whose Allocate handed out pci

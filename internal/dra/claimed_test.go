@@ -92,3 +92,38 @@ func TestHandleError(t *testing.T) {
 		})
 	}
 }
+
+// TestObserveEndsRecentHold: a device-plugin Allocate counts as a hold
+// until kubelet is seen recording it (PodResources lists the pod); from
+// then on PodResources alone says whether the device is held, so a VF whose
+// pod is gone can serve a claim at once instead of RecentAllocation later.
+func TestObserveEndsRecentHold(t *testing.T) {
+	const res, vf = "example.com/sriov_rdma", "0000:41:00.2"
+	tests := []struct {
+		name     string
+		observed []DPHolder
+		wantHold bool
+	}{
+		{name: "not recorded yet: still a hold", observed: nil, wantHold: true},
+		{name: "recorded: kubelet accounts for it", observed: []DPHolder{{Resource: res, DeviceID: vf, Pod: "ai/a"}}},
+		{name: "another device recorded", observed: []DPHolder{{Resource: res, DeviceID: "0000:41:00.3", Pod: "ai/b"}}, wantHold: true},
+		{name: "same ID under another resource", observed: []DPHolder{{Resource: "rdma/other", DeviceID: vf, Pod: "ai/b"}}, wantHold: true},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			c := NewClaimed()
+			c.Allocated(res, []string{vf})
+			users := ObservingUsers{DevicePluginUsers: fixedUsers(tc.observed), Claimed: c}
+			if _, err := users.DevicePluginHolders(context.Background()); err != nil {
+				t.Fatal(err)
+			}
+			if _, _, hold := c.recentlyAllocated(vf); hold != tc.wantHold {
+				t.Fatalf("recent hold = %v, want %v", hold, tc.wantHold)
+			}
+		})
+	}
+}
+
+type fixedUsers []DPHolder
+
+func (f fixedUsers) DevicePluginHolders(context.Context) ([]DPHolder, error) { return f, nil }
