@@ -4,7 +4,9 @@ package cluster_test
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
@@ -139,21 +141,9 @@ func testDRA(t *testing.T) {
 		if gpus := res[key]["nvidia.com/gpu"]; len(gpus) != 8 {
 			t.Errorf("%s: kubelet allocated %d GPUs, the seed asks 8", key, len(gpus))
 		}
-		claim := checkClaimStatus(t, p.Name, devName, ip)
-		env, err := execIn(t, draNS, p.Name, "env")
-		if err != nil {
-			t.Fatalf("env in %s: %v", key, err)
-		}
-		if want := "PCIDEVICE_EXAMPLE_COM_SRIOV_RDMA=" + vf; !strings.Contains(env, want+"\n") {
-			t.Errorf("%s: container env lacks %s (from the claim's CDI spec):\n%s", key, want, env)
-		}
-		if !strings.Contains(env, "NCCL_SOCKET_IFNAME==net1\n") {
-			t.Errorf("%s: the seed's NCCL_SOCKET_IFNAME was not kept:\n%s", key, env)
-		}
-		devs, err := execIn(t, draNS, p.Name, "ls", "/dev/infiniband")
-		if err != nil || !strings.Contains(devs, "uverbs") {
-			t.Errorf("%s: /dev/infiniband in the container = %q (%v), want the VF's uverbs node from the CDI spec", key, devs, err)
-		}
+		claimName := trim(kubectl(t, "-n", draNS, "get", "pod", p.Name, "-o", "jsonpath={.status.resourceClaimStatuses[0].resourceClaimName}"))
+		claim := checkClaimStatus(t, draNS, claimName, devName, ip)
+		checkPrepared(t, draNS, p.Name, vf)
 		spec := filepath.Join(layout.Dir, "node/run/cdi", dra.DriverName+"-claim_"+claim+".json")
 		if _, err := os.Stat(spec); err != nil {
 			t.Errorf("%s: CDI spec of claim %s: %v", key, claim, err)
@@ -187,23 +177,48 @@ func testDRA(t *testing.T) {
 	}
 }
 
-// checkClaimStatus: the pod's claim is allocated the VF that is on net1,
+// checkPrepared: what the kubelet plugin's CDI spec gives the container
+// (the device plugin's PCIDEVICE_ variable, NCCL_IB_HCA naming the VF's RDMA
+// device exactly, the RoCE v2 GID index the VF's first IPv4 address gets,
+// the VF's /dev/infiniband nodes), next to the seed's own env, kept.
+func checkPrepared(t *testing.T, ns, pod, vf string) {
+	t.Helper()
+	key := ns + "/" + pod
+	env, err := execIn(t, ns, pod, "env")
+	if err != nil {
+		t.Fatalf("env in %s: %v", key, err)
+	}
+	rdmaDev := ""
+	if st := find(waitNetworkStatus(t, ns, pod), "net1"); st != nil && st.DeviceInfo != nil && st.DeviceInfo.PCI != nil {
+		rdmaDev = st.DeviceInfo.PCI.RDMADevice
+	}
+	for _, want := range []string{"PCIDEVICE_EXAMPLE_COM_SRIOV_RDMA=" + vf, "NCCL_IB_HCA==" + rdmaDev, "NCCL_IB_GID_INDEX=3", "NCCL_SOCKET_IFNAME==net1"} {
+		if !strings.Contains(env, want+"\n") {
+			t.Errorf("%s: container env lacks %s (CDI spec of the claim; NCCL_SOCKET_IFNAME the seed's own):\n%s", key, want, env)
+		}
+	}
+	devs, err := execIn(t, ns, pod, "ls", "/dev/infiniband")
+	if err != nil || !strings.Contains(devs, "uverbs") {
+		t.Errorf("%s: /dev/infiniband in the container = %q (%v), want the VF's uverbs node from the CDI spec", key, devs, err)
+	}
+}
+
+// checkClaimStatus: claim ns/name is allocated the VF that is on net1,
 // and its status.devices[] entry tells the interface and address (the meta
 // CNI writes it right after ADD). Returns the claim's UID.
-func checkClaimStatus(t *testing.T, pod, devName, ip string) string {
+func checkClaimStatus(t *testing.T, ns, name, devName, ip string) string {
 	t.Helper()
-	name := trim(kubectl(t, "-n", draNS, "get", "pod", pod, "-o", "jsonpath={.status.resourceClaimStatuses[0].resourceClaimName}"))
 	if name == "" {
-		t.Fatalf("pod %s/%s has no resourceClaimStatuses", draNS, pod)
+		t.Fatalf("no claim name (pod status names none) for device %s", devName)
 	}
 	deadline := time.Now().Add(30 * time.Second)
 	for {
 		var c resourcev1.ResourceClaim
-		if err := json.Unmarshal([]byte(kubectl(t, "-n", draNS, "get", "resourceclaim", name, "-o", "json")), &c); err != nil {
+		if err := json.Unmarshal([]byte(kubectl(t, "-n", ns, "get", "resourceclaim", name, "-o", "json")), &c); err != nil {
 			t.Fatal(err)
 		}
 		if c.Status.Allocation == nil || len(c.Status.Allocation.Devices.Results) != 1 || c.Status.Allocation.Devices.Results[0].Device != devName {
-			t.Fatalf("claim %s/%s allocation %+v, want the one device %s that is on net1", draNS, name, c.Status.Allocation, devName)
+			t.Fatalf("claim %s/%s allocation %+v, want the one device %s that is on net1", ns, name, c.Status.Allocation, devName)
 		}
 		for _, d := range c.Status.Devices {
 			if d.Device == devName && d.NetworkData != nil && d.NetworkData.InterfaceName == "net1" &&
@@ -212,8 +227,76 @@ func checkClaimStatus(t *testing.T, pod, devName, ip string) string {
 			}
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("claim %s/%s status.devices %+v: want networkData net1 with %s and a MAC", draNS, name, c.Status.Devices, ip)
+			t.Fatalf("claim %s/%s status.devices %+v: want networkData net1 with %s and a MAC", ns, name, c.Status.Devices, ip)
 		}
 		time.Sleep(500 * time.Millisecond)
+	}
+}
+
+// testDRAOnly: a node moved to DRA (the agent with --device-plugin=false)
+// runs the seed's exclusive Job without a changed line: kubelet reports
+// example.com/sriov_rdma with 0 allocatable, kube-scheduler serves the
+// pods' example.com/sriov_rdma: 1 from deploy/dra's class with that
+// extendedResourceName (a claim it creates per pod), and net1, env and
+// device nodes are as on the device plugin path. The agent goes back to
+// the device plugin afterwards.
+func testDRAOnly(t *testing.T) {
+	setAgentFlag(t, "--device-plugin=false")
+	waitAllocatable(t, vfResource, "0")
+	applyExample(t, exclusiveNS, exclusiveFiles...)
+	ps := waitRunning(t, exclusiveNS, exclusiveSel, 2, 4*time.Minute)
+	res := podResources(t)
+	for _, p := range ps {
+		vf, ip := checkExclusive(t, exclusiveNS, p.Name, nil)
+		key := exclusiveNS + "/" + p.Name
+		devName := "vf-" + strings.NewReplacer(":", "-", ".", "-").Replace(vf)
+		if len(res[key][vfResource]) != 0 {
+			t.Errorf("%s: kubelet reports device-plugin VFs %v on a DRA-only node", key, res[key][vfResource])
+		}
+		if got := res[key]["dra:"+dra.DriverName]; !slices.Equal(got, []string{devName}) {
+			t.Errorf("%s: kubelet's PodResources DRA devices %v, want [%s] (the VF on net1)", key, got, devName)
+		}
+		claim := trim(kubectl(t, "-n", exclusiveNS, "get", "pod", p.Name, "-o", "jsonpath={.status.extendedResourceClaimStatus.resourceClaimName}"))
+		checkClaimStatus(t, exclusiveNS, claim, devName, ip)
+		checkPrepared(t, exclusiveNS, p.Name, vf)
+	}
+	deleteExample(t, exclusiveFiles...)
+	waitGone(t, exclusiveNS, exclusiveSel, 3*time.Minute)
+}
+
+// setAgentFlag adds flag to the agent's arguments (a DaemonSet roll) and
+// removes it again when the test ends.
+func setAgentFlag(t *testing.T, flag string) {
+	t.Helper()
+	ci, _ := agentModeArg(t)
+	t.Cleanup(func() {
+		args := strings.Fields(kubectl(t, "-n", "rdmanet-system", "get", "daemonset", "rdmanet-node", "-o",
+			fmt.Sprintf(`jsonpath={.spec.template.spec.containers[%d].args[*]}`, ci)))
+		if i := slices.Index(args, flag); i >= 0 {
+			_, _ = k.Output(context.Background(), "-n", "rdmanet-system", "patch", "daemonset", "rdmanet-node", "--type=json",
+				"-p", fmt.Sprintf(`[{"op": "remove", "path": "/spec/template/spec/containers/%d/args/%d"}]`, ci, i))
+			_, _ = k.Output(context.Background(), "-n", "rdmanet-system", "rollout", "status", "daemonset/rdmanet-node", "--timeout=300s")
+		}
+		waitAllocatable(t, vfResource, fmt.Sprint(cluster.NumVFs))
+	})
+	kubectl(t, "-n", "rdmanet-system", "patch", "daemonset", "rdmanet-node", "--type=json",
+		"-p", fmt.Sprintf(`[{"op": "add", "path": "/spec/template/spec/containers/%d/args/-", "value": %q}]`, ci, flag))
+	kubectl(t, "-n", "rdmanet-system", "rollout", "status", "daemonset/rdmanet-node", "--timeout=300s")
+}
+
+// waitAllocatable waits until the node's allocatable res is want.
+func waitAllocatable(t *testing.T, res, want string) {
+	t.Helper()
+	deadline := time.Now().Add(2 * time.Minute)
+	path := "jsonpath={.status.allocatable." + strings.ReplaceAll(res, ".", `\.`) + "}"
+	for {
+		got := trim(kubectl(t, "get", "node", cluster.NodeName, "-o", path))
+		if got == want {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("node %s: allocatable %s = %q after 2 minutes, want %s", cluster.NodeName, res, got, want)
+		}
+		time.Sleep(time.Second)
 	}
 }

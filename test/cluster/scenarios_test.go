@@ -30,6 +30,7 @@ func TestCluster(t *testing.T) {
 	t.Run("exclusive seed job", testExclusiveSeed)
 	t.Run("pods deleted: VFs and addresses back", testDeleteReleases)
 	t.Run("seed exclusive job through DRA", testDRA)
+	t.Run("seed exclusive job unchanged on a DRA-only node", testDRAOnly)
 	t.Run("hostNetwork seed pod", testHostNetwork)
 	t.Run("own namespace and NAD over the seed resource", testOtherWorkload)
 	t.Run("kubelet restart with pods running", func(t *testing.T) { testRestart(t, "kubelet") })

@@ -4,6 +4,8 @@
 // created at once, per stack:
 //
 //	stack=rdmanet             mode=exclusive  a VF per pod through the seed's NAD (sriov + rdma + IPAM)
+//	stack=rdmanet             mode=dra        the same, the VF allocated through rdmanet's DRA driver
+//	                                          (a ResourceClaimTemplate instead of the extended resource)
 //	stack=plain               mode=none       the cluster network only (the baseline)
 //	stack=rdmanet             mode=shared     macvlan over the shared HCA's PF + rdmanet-ipam
 //	stack=multus+whereabouts  mode=shared     the same pods, with the real Multus v4.2.3 thin plugin,
@@ -34,6 +36,7 @@ const (
 	StackMultus  = "multus+whereabouts"
 
 	ModeExclusive = "exclusive"
+	ModeDRA       = "dra"
 	ModeNone      = "none"
 	ModeShared    = "shared"
 )
@@ -45,6 +48,11 @@ const (
 	ExclusiveNAD   = "face-training-rdma" // the seed NAD's name
 	SharedNAD      = "rdmashared-net"     // the seed's MacvlanNetwork name
 	SeedNamespace  = "ai-training"        // the namespace the seed NAD names
+	// ClaimTemplate is the dra row's ResourceClaimTemplate: one VF of the
+	// seed's pool through deploy/dra's class for it (the class pins the
+	// pool the seed NAD's resourceName names).
+	ClaimTemplate = "bench-vf"
+	VFClass       = "sriov-rdma.example.com"
 
 	// Labels on everything the benchmark creates.
 	LabelCreatedBy = "app.kubernetes.io/created-by"
@@ -74,7 +82,7 @@ func (r Row) Key() string {
 // Network is the networks annotation the row's pods carry ("" for none).
 func (r Row) Network() string {
 	switch r.Mode {
-	case ModeExclusive:
+	case ModeExclusive, ModeDRA:
 		return ExclusiveNAD
 	case ModeShared:
 		return SharedNAD
@@ -82,7 +90,8 @@ func (r Row) Network() string {
 	return ""
 }
 
-// Resource is the extended resource the row's pods ask one of ("" for none).
+// Resource is the extended resource the row's pods ask one of ("" for none;
+// the dra row's VF comes from a claim).
 func (r Row) Resource() string {
 	switch r.Mode {
 	case ModeExclusive:
@@ -93,9 +102,10 @@ func (r Row) Resource() string {
 	return ""
 }
 
-// The four rows, in the order they run.
+// The rows, in the order they run.
 var (
 	RowExclusive = Row{StackRdmanet, ModeExclusive}
+	RowDRA       = Row{StackRdmanet, ModeDRA}
 	RowPlain     = Row{StackPlain, ModeNone}
 	RowShared    = Row{StackRdmanet, ModeShared}
 	RowMultus    = Row{StackMultus, ModeShared}
@@ -143,8 +153,30 @@ func Pod(r Row, o PodOptions, i int) *corev1.Pod {
 			Limits:   corev1.ResourceList{corev1.ResourceName(res): q},
 		}
 	}
+	if r.Mode == ModeDRA {
+		tmpl := ClaimTemplate
+		p.Spec.ResourceClaims = []corev1.PodResourceClaim{{Name: "vf", ResourceClaimTemplateName: &tmpl}}
+		c.Resources.Claims = []corev1.ResourceClaim{{Name: "vf"}}
+	}
 	p.Spec.Containers = []corev1.Container{c}
 	return p
+}
+
+// ClaimTemplateManifest is the dra row's ResourceClaimTemplate in ns.
+func ClaimTemplateManifest(ns string) string {
+	return fmt.Sprintf(`apiVersion: resource.k8s.io/v1
+kind: ResourceClaimTemplate
+metadata:
+  name: %s
+  namespace: %s
+  labels: {%s: %s}
+spec:
+  spec:
+    devices:
+      requests:
+        - name: nic
+          exactly: {deviceClassName: %s}
+`, ClaimTemplate, ns, LabelCreatedBy, CreatedBy, VFClass)
 }
 
 // ExclusiveNADManifest is the seed NAD (read from examples/) moved into ns:

@@ -66,9 +66,11 @@ func TestPod(t *testing.T) {
 		row      Row
 		wantName string
 		network  string // the networks annotation's NAD, "" for none
-		resource string
+		resource string // "" with a network: the device comes from claim
+		claim    string // the pod's claim template
 	}{
 		{name: "exclusive: seed NAD and a VF", row: RowExclusive, wantName: "rdmanet-exclusive-b0-3", network: ExclusiveNAD, resource: VFResource},
+		{name: "dra: seed NAD and a claim for a VF, no extended resource", row: RowDRA, wantName: "rdmanet-dra-b0-3", network: ExclusiveNAD, claim: ClaimTemplate},
 		{name: "plain: no annotation, no resource", row: RowPlain, wantName: "plain-b0-3"},
 		{name: "rdmanet shared: macvlan NAD and the shared HCA", row: RowShared, wantName: "rdmanet-shared-b0-3", network: SharedNAD, resource: SharedResource},
 		{name: "multus shared: the same pod", row: RowMultus, wantName: "multus-shared-b0-3", network: SharedNAD, resource: SharedResource},
@@ -97,10 +99,18 @@ func TestPod(t *testing.T) {
 			if err := json.Unmarshal([]byte(ann), &sel); err != nil || len(sel) != 1 || sel[0].Name != tt.network || sel[0].Interface != "net1" {
 				t.Errorf("networks annotation %q (%v): want one %s as net1", ann, err, tt.network)
 			}
-			q := c.Resources.Limits[corev1.ResourceName(tt.resource)]
-			r := c.Resources.Requests[corev1.ResourceName(tt.resource)]
-			if q.Value() != 1 || r.Value() != 1 {
-				t.Errorf("limits %v requests %v: want 1 %s", c.Resources.Limits, c.Resources.Requests, tt.resource)
+			if tt.claim != "" {
+				rc := p.Spec.ResourceClaims
+				if len(rc) != 1 || rc[0].ResourceClaimTemplateName == nil || *rc[0].ResourceClaimTemplateName != tt.claim ||
+					len(c.Resources.Claims) != 1 || c.Resources.Claims[0].Name != rc[0].Name || len(c.Resources.Limits) != 0 {
+					t.Errorf("pod claims %+v, container claims %+v, limits %v: want the container to use one claim from template %s and no extended resource", rc, c.Resources.Claims, c.Resources.Limits, tt.claim)
+				}
+			} else {
+				q := c.Resources.Limits[corev1.ResourceName(tt.resource)]
+				r := c.Resources.Requests[corev1.ResourceName(tt.resource)]
+				if q.Value() != 1 || r.Value() != 1 {
+					t.Errorf("limits %v requests %v: want 1 %s", c.Resources.Limits, c.Resources.Requests, tt.resource)
+				}
 			}
 			if c.SecurityContext == nil || len(c.SecurityContext.Capabilities.Add) != 1 || c.SecurityContext.Capabilities.Add[0] != "IPC_LOCK" {
 				t.Errorf("RDMA pod lacks IPC_LOCK: %+v", c.SecurityContext)
@@ -385,6 +395,7 @@ func TestParseRows(t *testing.T) {
 		{name: "all", in: "all", want: RowOrder},
 		{name: "empty is all", in: "", want: RowOrder},
 		{name: "run order, not list order", in: "multus,plain", want: []Row{RowPlain, RowMultus}},
+		{name: "dra after exclusive", in: "dra,exclusive", want: []Row{RowExclusive, RowDRA}},
 		{name: "unknown", in: "plain,calico", wantErr: true},
 	}
 	for _, tt := range tests {

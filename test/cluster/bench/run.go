@@ -20,6 +20,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
 
+	"github.com/rdmanet/rdmanet/internal/dra"
 	"github.com/rdmanet/rdmanet/test/cluster"
 )
 
@@ -44,20 +45,20 @@ type Config struct {
 // the shared rows after switching it to shared (phase 2). The plain row
 // runs in both phases (its samples pooled), batch for batch next to each
 // stack's, so each is compared with plain pods started beside it.
-var RowOrder = []Row{RowPlain, RowExclusive, RowShared, RowMultus}
+var RowOrder = []Row{RowPlain, RowExclusive, RowDRA, RowShared, RowMultus}
 
-// ParseRows parses a comma-separated row list (exclusive, plain, shared,
-// multus; "all" or "" for every row).
+// ParseRows parses a comma-separated row list (exclusive, dra, plain,
+// shared, multus; "all" or "" for every row).
 func ParseRows(s string) ([]Row, error) {
 	if s == "" || s == "all" {
 		return RowOrder, nil
 	}
-	names := map[string]Row{"exclusive": RowExclusive, "plain": RowPlain, "shared": RowShared, "multus": RowMultus}
+	names := map[string]Row{"exclusive": RowExclusive, "dra": RowDRA, "plain": RowPlain, "shared": RowShared, "multus": RowMultus}
 	want := map[Row]bool{}
 	for _, f := range strings.Split(s, ",") {
 		r, ok := names[strings.TrimSpace(f)]
 		if !ok {
-			return nil, fmt.Errorf("rows %q: unknown row %q (known: exclusive, plain, shared, multus, all)", s, f)
+			return nil, fmt.Errorf("rows %q: unknown row %q (known: exclusive, dra, plain, shared, multus, all)", s, f)
 		}
 		want[r] = true
 	}
@@ -201,8 +202,8 @@ func Run(ctx context.Context, cfg Config) (results []Result, err error) {
 	}
 
 	// Phase 1: the agent in exclusive RDMA netns mode.
-	if want[RowExclusive] || (want[RowPlain] && !want[RowShared] && !want[RowMultus]) {
-		if want[RowExclusive] {
+	if want[RowExclusive] || want[RowDRA] || (want[RowPlain] && !want[RowShared] && !want[RowMultus]) {
+		if want[RowExclusive] || want[RowDRA] {
 			if err := e.setAgentMode(ctx, ModeExclusive); err != nil {
 				return nil, err
 			}
@@ -210,7 +211,12 @@ func Run(ctx context.Context, cfg Config) (results []Result, err error) {
 				return nil, err
 			}
 		}
-		if err := runPhase([]stage{{row: RowPlain}, {row: RowExclusive}}); err != nil {
+		if want[RowDRA] {
+			if err := e.k.Apply(ctx, ClaimTemplateManifest(e.cfg.Namespace)); err != nil {
+				return nil, err
+			}
+		}
+		if err := runPhase([]stage{{row: RowPlain}, {row: RowExclusive}, {row: RowDRA}}); err != nil {
 			return nil, err
 		}
 	}
@@ -611,6 +617,9 @@ func (e *env) deleteBatch(ctx context.Context, sel string) error {
 // with a resource, allocatable minus what the node's pods hold is >= n.
 func (e *env) waitFree(ctx context.Context, r Row, n int) error {
 	res := r.Resource()
+	if r.Mode == ModeDRA {
+		res = VFResource // the same VFs, either path
+	}
 	if res == "" {
 		return nil
 	}
@@ -653,6 +662,24 @@ func (e *env) free(ctx context.Context, res string) (free, alloc int64, err erro
 		for _, c := range p.Spec.Containers {
 			if q, ok := c.Resources.Requests[corev1.ResourceName(res)]; ok {
 				used += q.Value()
+			}
+		}
+	}
+	if res == VFResource {
+		// VFs allocated through DRA: every allocated claim of rdmanet's
+		// driver holds them until it is deallocated
+		claims, err := e.cs.ResourceV1().ResourceClaims("").List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return 0, 0, fmt.Errorf("resource claims: %w", err)
+		}
+		for _, c := range claims.Items {
+			if c.Status.Allocation == nil {
+				continue
+			}
+			for _, d := range c.Status.Allocation.Devices.Results {
+				if d.Driver == dra.DriverName && strings.HasPrefix(d.Device, "vf-") {
+					used++
+				}
 			}
 		}
 	}

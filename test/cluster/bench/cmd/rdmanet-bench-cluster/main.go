@@ -23,7 +23,7 @@ func main() {
 	ns := flag.String("namespace", "rdmanet-bench", "namespace created for the run and deleted after it")
 	pods := flag.Int("pods", 16, "pods per batch, created at once")
 	batches := flag.Int("batches", 3, "batches per row; percentiles over all batches' pods")
-	rows := flag.String("rows", "all", "rows to run: all, or a comma list of exclusive, plain, shared, multus")
+	rows := flag.String("rows", "all", "rows to run: all, or a comma list of exclusive, dra, plain, shared, multus")
 	timeout := flag.Duration("timeout", 5*time.Minute, "how long one batch may take to be Running")
 	settle := flag.Duration("settle", 3*time.Second, "pause before each batch, for the previous batch's teardown to settle")
 	flag.Parse()
