@@ -241,7 +241,7 @@ func checkClaimStatus(t *testing.T, ns, name, devName, ip string) string {
 // device nodes are as on the device plugin path. The agent goes back to
 // the device plugin afterwards.
 func testDRAOnly(t *testing.T) {
-	setAgentFlag(t, "--device-plugin=false")
+	setAgentFlag(t, "--device-plugin=false", vfResource, fmt.Sprint(cluster.NumVFs))
 	waitAllocatable(t, vfResource, "0")
 	applyExample(t, exclusiveNS, exclusiveFiles...)
 	ps := waitRunning(t, exclusiveNS, exclusiveSel, 2, 4*time.Minute)
@@ -265,8 +265,9 @@ func testDRAOnly(t *testing.T) {
 }
 
 // setAgentFlag adds flag to the agent's arguments (a DaemonSet roll) and
-// removes it again when the test ends.
-func setAgentFlag(t *testing.T, flag string) {
+// removes it again when the test ends, then waits for the node's
+// allocatable res to be back at want.
+func setAgentFlag(t *testing.T, flag, res, want string) {
 	t.Helper()
 	ci, _ := agentModeArg(t)
 	t.Cleanup(func() {
@@ -277,7 +278,7 @@ func setAgentFlag(t *testing.T, flag string) {
 				"-p", fmt.Sprintf(`[{"op": "remove", "path": "/spec/template/spec/containers/%d/args/%d"}]`, ci, i))
 			_, _ = k.Output(context.Background(), "-n", "rdmanet-system", "rollout", "status", "daemonset/rdmanet-node", "--timeout=300s")
 		}
-		waitAllocatable(t, vfResource, fmt.Sprint(cluster.NumVFs))
+		waitAllocatable(t, res, want)
 	})
 	kubectl(t, "-n", "rdmanet-system", "patch", "daemonset", "rdmanet-node", "--type=json",
 		"-p", fmt.Sprintf(`[{"op": "add", "path": "/spec/template/spec/containers/%d/args/-", "value": %q}]`, ci, flag))
@@ -299,4 +300,202 @@ func waitAllocatable(t *testing.T, res, want string) {
 		}
 		time.Sleep(time.Second)
 	}
+}
+
+// draPods is the seed NAD in ns, a ResourceClaimTemplate for one VF of the
+// seed's pool, and one pod per name using it (label app=ns).
+func draPods(t *testing.T, ns string, names ...string) string {
+	t.Helper()
+	nad, err := os.ReadFile(repoPath("examples/cluster/exclusive/nad.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	docs := []string{strings.ReplaceAll(string(nad), "namespace: "+exclusiveNS, "namespace: "+ns), `apiVersion: resource.k8s.io/v1
+kind: ResourceClaimTemplate
+metadata: {name: vf, namespace: ` + ns + `}
+spec:
+  spec:
+    devices:
+      requests:
+        - name: nic
+          exactly: {deviceClassName: ` + draClass + `}
+`}
+	for _, n := range names {
+		docs = append(docs, fmt.Sprintf(`apiVersion: v1
+kind: Pod
+metadata:
+  name: %[1]s
+  namespace: %[2]s
+  labels: {app: %[2]s}
+  annotations: {k8s.v1.cni.cncf.io/networks: '[{"name": "face-training-rdma", "interface": "net1"}]'}
+spec:
+  terminationGracePeriodSeconds: 1
+  resourceClaims: [{name: vf, resourceClaimTemplateName: vf}]
+  containers:
+    - name: c
+      image: %[3]s
+      imagePullPolicy: Never
+      command: ["sh", "-c", "trap 'exit 0' TERM; sleep infinity & wait"]
+      env: [{name: NCCL_SOCKET_IFNAME, value: "=net1"}]
+      securityContext: {capabilities: {add: [IPC_LOCK]}}
+      resources: {claims: [{name: vf}]}
+`, n, ns, cluster.TestboxImage))
+	}
+	return strings.Join(docs, "\n---\n")
+}
+
+// draCheckpointClaims is how many claims the kubelet plugin's checkpoint
+// records.
+func draCheckpointClaims(t *testing.T) int {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(layout.Dir, "node/var/lib/kubelet/plugins", dra.DriverName, dra.CheckpointFile))
+	if err != nil {
+		t.Fatalf("the kubelet plugin's checkpoint: %v", err)
+	}
+	var cp struct {
+		Claims map[string]json.RawMessage `json:"claims"`
+	}
+	if err := json.Unmarshal(b, &cp); err != nil {
+		t.Fatalf("checkpoint: %v", err)
+	}
+	return len(cp.Claims)
+}
+
+// testDRARestart: pods with prepared claims ride out an agent restart (the
+// DaemonSet's pod deleted: the kubelet plugin registers again from its
+// checkpoint) and a kubelet restart: the pods keep their containers, VFs
+// and addresses; kubelet still lists their claims' VFs; a new claim gets
+// a VF none of them holds; deleting the pods unprepares every claim (CDI
+// specs gone, checkpoint empty) and gives the addresses back.
+func testDRARestart(t *testing.T) {
+	const ns = "dra-restart"
+	applyExample(t, ns)
+	if err := k.Apply(ctx(t, time.Minute), draPods(t, ns, "a", "b")); err != nil {
+		t.Fatal(err)
+	}
+	ps := waitRunning(t, ns, "app="+ns, 2, 3*time.Minute)
+	type seen struct{ vf, ip, cid string }
+	before := map[string]seen{}
+	for _, p := range ps {
+		vf, ip := checkExclusive(t, ns, p.Name, nil)
+		before[p.Name] = seen{vf, ip, p.Status.ContainerStatuses[0].ContainerID}
+	}
+	if n := draCheckpointClaims(t); n != 2 {
+		t.Fatalf("checkpoint records %d claims, want 2", n)
+	}
+	check := func(after string) {
+		t.Helper()
+		// kubelet re-prepares the claims of running pods after it starts
+		// (its claim cache comes back from its checkpoint unprepared) and
+		// PodResources lists their devices again once the driver has
+		// answered: wait for that, and say how long it took.
+		start := time.Now()
+		var res map[string]map[string][]string
+		for {
+			res = podResources(t)
+			listed := 0
+			for name := range before {
+				if len(res[ns+"/"+name]["dra:"+dra.DriverName]) > 0 {
+					listed++
+				}
+			}
+			if listed == len(before) || time.Since(start) > 60*time.Second {
+				break
+			}
+			time.Sleep(500 * time.Millisecond)
+		}
+		t.Logf("after the %s: kubelet's PodResources lists the claims' VFs %.1fs after the node was Ready", after, time.Since(start).Seconds())
+		for _, p := range waitRunning(t, ns, "app="+ns, 2, 2*time.Minute) {
+			b := before[p.Name]
+			if p.Status.ContainerStatuses[0].ContainerID != b.cid || p.Status.ContainerStatuses[0].RestartCount != 0 {
+				t.Errorf("%s: container changed across the %s", p.Name, after)
+			}
+			if got := ipv4Of(t, ns, p.Name, "net1"); len(got) == 0 || !strings.HasPrefix(got[0], b.ip+"/") {
+				t.Errorf("%s: net1 = %v after the %s, had %s", p.Name, got, after, b.ip)
+			}
+			devName := "vf-" + strings.NewReplacer(":", "-", ".", "-").Replace(b.vf)
+			if got := res[ns+"/"+p.Name]["dra:"+dra.DriverName]; !slices.Equal(got, []string{devName}) {
+				t.Errorf("%s: after the %s kubelet lists DRA devices %v, want [%s]", p.Name, after, got, devName)
+			}
+		}
+	}
+	kubectl(t, "-n", "rdmanet-system", "delete", "pod", "-l", "app.kubernetes.io/name=rdmanet-node", "--wait", "--timeout=120s")
+	kubectl(t, "-n", "rdmanet-system", "rollout", "status", "daemonset/rdmanet-node", "--timeout=300s")
+	check("agent restart")
+	if err := cluster.NewControl(layout).Restart(ctx(t, 5*time.Minute), "kubelet"); err != nil {
+		t.Fatalf("restart kubelet: %v", err)
+	}
+	kubectl(t, "wait", "--for=condition=Ready", "node/"+cluster.NodeName, "--timeout=180s")
+	check("kubelet restart")
+
+	// A new claim after both restarts gets a VF neither pod holds.
+	if err := k.Apply(ctx(t, time.Minute), draPods(t, ns, "a", "b", "c")); err != nil {
+		t.Fatal(err)
+	}
+	waitRunning(t, ns, "app="+ns, 3, 3*time.Minute)
+	vf, _ := checkExclusive(t, ns, "c", nil)
+	for name, b := range before {
+		if b.vf == vf {
+			t.Errorf("new pod c got VF %s, which pod %s holds", vf, name)
+		}
+	}
+
+	kubectl(t, "delete", "ns", ns, "--wait", "--timeout=300s")
+	deadline := time.Now().Add(90 * time.Second)
+	for {
+		specs, _ := filepath.Glob(filepath.Join(layout.Dir, "node/run/cdi", dra.DriverName+"-*"))
+		n := draCheckpointClaims(t)
+		var held []string
+		for ip, pod := range ipamAllocations(t) {
+			if strings.HasPrefix(pod, ns+"/") {
+				held = append(held, ip)
+			}
+		}
+		if len(specs) == 0 && n == 0 && len(held) == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("90 s after the pods were deleted: CDI specs %v, checkpoint claims %d, addresses %v", specs, n, held)
+		}
+		time.Sleep(time.Second)
+	}
+}
+
+// testSharedDRAOnly: the shared-mode seed workload, unchanged, on a node
+// whose shared pool is served through DRA only: kube-scheduler allocates a
+// share of the HCA (consumable capacity) through deploy/dra's class with
+// extendedResourceName rdma/rdma_shared_device_eth, the kubelet plugin
+// gives the HCA's device nodes, and net1 is the macvlan over its PF.
+func testSharedDRAOnly(t *testing.T) {
+	switchToShared(t)
+	slots := trim(kubectl(t, "get", "node", cluster.NodeName, "-o", "jsonpath={.status.allocatable."+strings.ReplaceAll(sharedResource, ".", `\.`)+"}"))
+	setAgentFlag(t, "--device-plugin=false", sharedResource, slots)
+	waitAllocatable(t, sharedResource, "0")
+	ns := sharedNamespace(t)
+	applyExample(t, ns, sharedFiles...)
+	ps := waitRunning(t, ns, "", sharedPods(t), 3*time.Minute)
+	checkSharedNet1(t, ns, ps)
+	res := podResources(t)
+	for _, p := range ps {
+		key := ns + "/" + p.Name
+		if got := res[key]["dra:"+dra.DriverName]; len(got) != 1 || !strings.HasPrefix(got[0], "hca-") {
+			t.Errorf("%s: kubelet's PodResources DRA devices %v, want the shared HCA", key, got)
+		}
+		if len(res[key][sharedResource]) != 0 {
+			t.Errorf("%s: device-plugin slots %v on a DRA-only node", key, res[key][sharedResource])
+		}
+		claim := trim(kubectl(t, "-n", ns, "get", "pod", p.Name, "-o", "jsonpath={.status.extendedResourceClaimStatus.resourceClaimName}"))
+		var c resourcev1.ResourceClaim
+		if err := json.Unmarshal([]byte(kubectl(t, "-n", ns, "get", "resourceclaim", claim, "-o", "json")), &c); err != nil {
+			t.Fatal(err)
+		}
+		if c.Status.Allocation == nil || len(c.Status.Allocation.Devices.Results) != 1 || c.Status.Allocation.Devices.Results[0].ShareID == nil {
+			t.Errorf("%s: claim %s allocation %+v, want one share of the HCA", key, claim, c.Status.Allocation)
+		}
+		devs, err := execIn(t, ns, p.Name, "ls", "/dev/infiniband")
+		if err != nil || !strings.Contains(devs, "uverbs") {
+			t.Errorf("%s: /dev/infiniband = %q (%v), want the HCA's uverbs node from the CDI spec", key, devs, err)
+		}
+	}
+	deleteExample(t, sharedFiles...)
 }

@@ -13,6 +13,8 @@ import (
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
+
 	"github.com/rdmanet/rdmanet/test/cluster"
 )
 
@@ -31,12 +33,15 @@ func TestCluster(t *testing.T) {
 	t.Run("pods deleted: VFs and addresses back", testDeleteReleases)
 	t.Run("seed exclusive job through DRA", testDRA)
 	t.Run("seed exclusive job unchanged on a DRA-only node", testDRAOnly)
+	t.Run("DRA claims across agent and kubelet restarts", testDRARestart)
+	t.Run("DRA: GPU and VF aligned by PCIe root", testDRAAligned)
 	t.Run("hostNetwork seed pod", testHostNetwork)
 	t.Run("own namespace and NAD over the seed resource", testOtherWorkload)
 	t.Run("kubelet restart with pods running", func(t *testing.T) { testRestart(t, "kubelet") })
 	t.Run("containerd restart with pods running", func(t *testing.T) { testRestart(t, "containerd") })
 	t.Run("daemonset rolled to a new image tag", testRoll)
 	t.Run("shared mode", testShared)
+	t.Run("shared seed job unchanged on a DRA-only node", testSharedDRAOnly)
 	t.Run("rdmanet-controller: webhooks, node label, verify", testController)
 	t.Run("fault soak", testSoak)
 	t.Run("kubectl delete -k leaves nothing", testUninstall)
@@ -464,6 +469,14 @@ func testShared(t *testing.T) {
 	applyExample(t, sharedNamespace(t), sharedFiles...)
 	ns := sharedNamespace(t)
 	ps := waitRunning(t, ns, "", sharedPods(t), 3*time.Minute)
+	checkSharedNet1(t, ns, ps)
+	deleteExample(t, sharedFiles...)
+}
+
+// checkSharedNet1: every pod's net1 is a macvlan over the shared HCA's PF
+// with the address its network-status names.
+func checkSharedNet1(t *testing.T, ns string, ps []corev1.Pod) {
+	t.Helper()
 	link, err := cluster.NewControl(layout).Exec(ctx(t, time.Minute), "ip", "-o", "link", "show", cluster.SharedPF)
 	if err != nil {
 		t.Fatalf("ip link show %s in the node: %v", cluster.SharedPF, err)
@@ -485,7 +498,6 @@ func testShared(t *testing.T) {
 			t.Errorf("%s: network-status has no net1 address", p.Name)
 		}
 	}
-	deleteExample(t, sharedFiles...)
 }
 
 // switchToShared puts the node in the RDMA shared netns mode (the

@@ -119,8 +119,9 @@ type PodOptions struct {
 }
 
 // Pod is pod i of a batch of row r: the test image sleeping, net1 through
-// the row's NAD, one unit of the row's resource. IPC_LOCK as the seeds'
-// RDMA pods have it; no GPUs (16 pods of the seed's 8 GPUs do not fit).
+// the row's NAD, one unit of the row's resource (or, row dra, a claim).
+// IPC_LOCK and NCCL_SOCKET_IFNAME as the seeds' RDMA pods have them; no
+// GPUs (16 pods of the seed's 8 GPUs do not fit).
 func Pod(r Row, o PodOptions, i int) *corev1.Pod {
 	grace := int64(1)
 	c := corev1.Container{
@@ -145,6 +146,8 @@ func Pod(r Row, o PodOptions, i int) *corev1.Pod {
 			"k8s.v1.cni.cncf.io/networks": fmt.Sprintf(`[{"name": %q, "interface": "net1"}]`, n),
 		}
 		c.SecurityContext = &corev1.SecurityContext{Capabilities: &corev1.Capabilities{Add: []corev1.Capability{"IPC_LOCK"}}}
+		// as a training pod sets it (and the admission webhook asks for)
+		c.Env = []corev1.EnvVar{{Name: "NCCL_SOCKET_IFNAME", Value: "=net1"}}
 	}
 	if res := r.Resource(); res != "" {
 		q := resource.MustParse("1")
