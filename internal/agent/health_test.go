@@ -9,8 +9,6 @@ import (
 	"sync"
 	"testing"
 	"time"
-
-	"github.com/rdmanet/rdmanet/test/sysfsfixture"
 )
 
 // countingObserver records registrations and kubelet restarts.
@@ -47,18 +45,7 @@ func (o *countingObserver) counts(resource string) (int, int) {
 // what the observer counts after each step.
 func TestHealthAndObserver(t *testing.T) {
 	const res = "example.com/sriov_rdma"
-	base := t.TempDir()
-	node, err := sysfsfixture.NewStandard(filepath.Join(base, "sys"), sysfsfixture.StandardOptions{RoCEVFs: 4})
-	if err != nil {
-		t.Fatal(err)
-	}
-	dp, cfg := filepath.Join(base, "dp"), filepath.Join(base, "config.json")
-	if err := os.MkdirAll(dp, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(cfg, []byte(seedSriov), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	base, node, dp, cfg := seedNode(t)
 	obs := &countingObserver{ok: map[string]int{}, fail: map[string]int{}}
 	a, err := New(Options{SysfsRoot: node.Root, ConfigPaths: []string{cfg}, PluginDir: dp, DevInfoDir: filepath.Join(base, "devinfo"),
 		NetnsModeFlag: "exclusive", Resync: 50 * time.Millisecond, Logger: slog.New(slog.NewTextHandler(testWriter{t}, nil)), Observer: obs})

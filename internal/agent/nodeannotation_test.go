@@ -8,18 +8,14 @@ import (
 	"context"
 	"log/slog"
 	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	rbacv1 "k8s.io/api/rbac/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
-	"sigs.k8s.io/yaml"
 
 	"github.com/rdmanet/rdmanet/test/apiserver"
 )
@@ -34,39 +30,8 @@ func TestMain(m *testing.M) {
 // applyAgentRBAC creates the ClusterRoles and bindings of deploy/rbac-agent.yaml.
 func applyAgentRBAC(t *testing.T, ctx context.Context, admin kubernetes.Interface) {
 	t.Helper()
-	root, err := apiserver.RepoRoot()
-	if err != nil {
+	if err := apiserver.ApplyRBACFile(ctx, admin, "deploy/rbac-agent.yaml"); err != nil {
 		t.Fatal(err)
-	}
-	b, err := os.ReadFile(filepath.Join(root, "deploy", "rbac-agent.yaml"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, doc := range strings.Split(string(b), "\n---\n") {
-		var meta struct {
-			Kind string `json:"kind"`
-		}
-		if err := yaml.Unmarshal([]byte(doc), &meta); err != nil {
-			t.Fatal(err)
-		}
-		switch meta.Kind {
-		case "ClusterRole":
-			var cr rbacv1.ClusterRole
-			if err := yaml.UnmarshalStrict([]byte(doc), &cr); err != nil {
-				t.Fatal(err)
-			}
-			if _, err := admin.RbacV1().ClusterRoles().Create(ctx, &cr, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
-				t.Fatal(err)
-			}
-		case "ClusterRoleBinding":
-			var crb rbacv1.ClusterRoleBinding
-			if err := yaml.UnmarshalStrict([]byte(doc), &crb); err != nil {
-				t.Fatal(err)
-			}
-			if _, err := admin.RbacV1().ClusterRoleBindings().Create(ctx, &crb, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
-				t.Fatal(err)
-			}
-		}
 	}
 }
 

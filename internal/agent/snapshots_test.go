@@ -19,18 +19,7 @@ import (
 // call it.
 func TestSnapshotsHook(t *testing.T) {
 	const res = "example.com/sriov_rdma"
-	base := t.TempDir()
-	node, err := sysfsfixture.NewStandard(filepath.Join(base, "sys"), sysfsfixture.StandardOptions{RoCEVFs: 4})
-	if err != nil {
-		t.Fatal(err)
-	}
-	dp, cfg := filepath.Join(base, "dp"), filepath.Join(base, "config.json")
-	if err := os.MkdirAll(dp, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(cfg, []byte(seedSriov), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	base, node, dp, cfg := seedNode(t)
 	type seen struct{ devices, unhealthy int }
 	var mu sync.Mutex
 	var calls []seen
@@ -102,18 +91,7 @@ func TestSnapshotsHook(t *testing.T) {
 // socket is created for kubelet, and readiness does not wait for a
 // registration that will never come.
 func TestNoDevicePlugin(t *testing.T) {
-	base := t.TempDir()
-	node, err := sysfsfixture.NewStandard(filepath.Join(base, "sys"), sysfsfixture.StandardOptions{RoCEVFs: 4})
-	if err != nil {
-		t.Fatal(err)
-	}
-	dp, cfg := filepath.Join(base, "dp"), filepath.Join(base, "config.json")
-	if err := os.MkdirAll(dp, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(cfg, []byte(seedSriov), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	base, node, dp, cfg := seedNode(t)
 	var mu sync.Mutex
 	advertised := 0
 	hook := func(s *Snapshot) {
@@ -159,4 +137,23 @@ func TestNoDevicePlugin(t *testing.T) {
 	if err := a.Registered(); err != nil {
 		t.Errorf("Registered() = %v, want ready (nothing to register)", err)
 	}
+}
+
+// seedNode is a standard fixture node with 4 RoCE VFs, an empty device
+// plugin dir and the seed's SR-IOV pool config, all under a temp dir.
+func seedNode(t *testing.T) (base string, node *sysfsfixture.Standard, dp, cfg string) {
+	t.Helper()
+	base = t.TempDir()
+	node, err := sysfsfixture.NewStandard(filepath.Join(base, "sys"), sysfsfixture.StandardOptions{RoCEVFs: 4})
+	if err != nil {
+		t.Fatal(err)
+	}
+	dp, cfg = filepath.Join(base, "dp"), filepath.Join(base, "config.json")
+	if err := os.MkdirAll(dp, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(cfg, []byte(seedSriov), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return base, node, dp, cfg
 }

@@ -23,9 +23,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	rbacv1 "k8s.io/api/rbac/v1"
 	resourceapi "k8s.io/api/resource/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"k8s.io/client-go/kubernetes"
@@ -141,44 +139,8 @@ func stripComments(s string) string {
 // applyRBAC creates deploy/dra/rbac-dra.yaml's objects.
 func applyRBAC(t *testing.T, ctx context.Context, admin kubernetes.Interface) {
 	t.Helper()
-	type obj struct {
-		Kind string `json:"kind"`
-	}
-	b, err := os.ReadFile(filepath.Join(draDir(t), "rbac-dra.yaml"))
-	if err != nil {
+	if err := apiserver.ApplyRBACFile(ctx, admin, "deploy/dra/rbac-dra.yaml"); err != nil {
 		t.Fatal(err)
-	}
-	r := utilyaml.NewYAMLReader(bufio.NewReader(bytes.NewReader(b)))
-	for {
-		doc, err := r.Read()
-		if err != nil {
-			break
-		}
-		var o obj
-		if err := yaml.Unmarshal(doc, &o); err != nil {
-			t.Fatal(err)
-		}
-		switch o.Kind {
-		case "ClusterRole":
-			var cr rbacv1.ClusterRole
-			if err := yaml.UnmarshalStrict(doc, &cr); err != nil {
-				t.Fatal(err)
-			}
-			if _, err := admin.RbacV1().ClusterRoles().Create(ctx, &cr, metav1.CreateOptions{FieldValidation: "Strict"}); err != nil && !apierrors.IsAlreadyExists(err) {
-				t.Fatalf("create ClusterRole %s: %v", cr.Name, err)
-			}
-		case "ClusterRoleBinding":
-			var crb rbacv1.ClusterRoleBinding
-			if err := yaml.UnmarshalStrict(doc, &crb); err != nil {
-				t.Fatal(err)
-			}
-			if _, err := admin.RbacV1().ClusterRoleBindings().Create(ctx, &crb, metav1.CreateOptions{FieldValidation: "Strict"}); err != nil && !apierrors.IsAlreadyExists(err) {
-				t.Fatalf("create ClusterRoleBinding %s: %v", crb.Name, err)
-			}
-		case "":
-		default:
-			t.Fatalf("rbac-dra.yaml: unexpected kind %s", o.Kind)
-		}
 	}
 }
 

@@ -4,15 +4,12 @@ import (
 	"bytes"
 	"context"
 	"errors"
-	"os"
-	"strings"
 	"testing"
 	"time"
 
 	"github.com/go-logr/logr"
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	corev1 "k8s.io/api/core/v1"
-	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -21,7 +18,6 @@ import (
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/yaml"
 
 	"github.com/rdmanet/rdmanet/internal/webhook/certs"
 	"github.com/rdmanet/rdmanet/test/apiserver"
@@ -29,54 +25,11 @@ import (
 
 const controllerSA = "system:serviceaccount:rdmanet-system:rdmanet-controller"
 
-// rbacFile is the controller's RBAC as deploy/controller installs it.
-const rbacFile = "../../deploy/controller/rbac.yaml"
-
-// applyRBAC creates the objects of rbacFile.
+// applyRBAC creates the objects of deploy/controller/rbac.yaml.
 func applyRBAC(ctx context.Context, t *testing.T, cs kubernetes.Interface) {
 	t.Helper()
-	data, err := os.ReadFile(rbacFile)
-	if err != nil {
+	if err := apiserver.ApplyRBACFile(ctx, cs, "deploy/controller/rbac.yaml"); err != nil {
 		t.Fatal(err)
-	}
-	for _, doc := range strings.Split(string(data), "\n---\n") {
-		var meta metav1.TypeMeta
-		if err := yaml.Unmarshal([]byte(doc), &meta); err != nil {
-			t.Fatal(err)
-		}
-		var err error
-		switch meta.Kind {
-		case "ServiceAccount":
-			var o corev1.ServiceAccount
-			if err = yaml.UnmarshalStrict([]byte(doc), &o); err == nil {
-				_, err = cs.CoreV1().ServiceAccounts(o.Namespace).Create(ctx, &o, metav1.CreateOptions{})
-			}
-		case "ClusterRole":
-			var o rbacv1.ClusterRole
-			if err = yaml.UnmarshalStrict([]byte(doc), &o); err == nil {
-				_, err = cs.RbacV1().ClusterRoles().Create(ctx, &o, metav1.CreateOptions{})
-			}
-		case "ClusterRoleBinding":
-			var o rbacv1.ClusterRoleBinding
-			if err = yaml.UnmarshalStrict([]byte(doc), &o); err == nil {
-				_, err = cs.RbacV1().ClusterRoleBindings().Create(ctx, &o, metav1.CreateOptions{})
-			}
-		case "Role":
-			var o rbacv1.Role
-			if err = yaml.UnmarshalStrict([]byte(doc), &o); err == nil {
-				_, err = cs.RbacV1().Roles(o.Namespace).Create(ctx, &o, metav1.CreateOptions{})
-			}
-		case "RoleBinding":
-			var o rbacv1.RoleBinding
-			if err = yaml.UnmarshalStrict([]byte(doc), &o); err == nil {
-				_, err = cs.RbacV1().RoleBindings(o.Namespace).Create(ctx, &o, metav1.CreateOptions{})
-			}
-		default:
-			t.Fatalf("%s: unexpected kind %q", rbacFile, meta.Kind)
-		}
-		if err != nil && !apierrors.IsAlreadyExists(err) {
-			t.Fatalf("%s %s: %v", rbacFile, meta.Kind, err)
-		}
 	}
 }
 

@@ -39,10 +39,6 @@ const (
 // device plugin: a node can migrate NICs before GPUs.
 func draSeedWorkload(t *testing.T) string {
 	t.Helper()
-	nad, err := os.ReadFile(repoPath("examples/cluster/exclusive/nad.yaml"))
-	if err != nil {
-		t.Fatal(err)
-	}
 	raw, err := os.ReadFile(repoPath("examples/cluster/exclusive/job.yaml"))
 	if err != nil {
 		t.Fatal(err)
@@ -69,9 +65,29 @@ func draSeedWorkload(t *testing.T) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	tmpl := `apiVersion: resource.k8s.io/v1
+	out := strings.Join([]string{
+		seedNADIn(t, draNS),
+		strings.ReplaceAll(string(docs[0]), "namespace: "+exclusiveNS, "namespace: "+draNS),
+		vfTemplate(draNS, "face-rdma"), string(jb)}, "\n---\n")
+	return out
+}
+
+// seedNADIn is the seed's exclusive NAD (examples/cluster) moved into ns.
+func seedNADIn(t *testing.T, ns string) string {
+	t.Helper()
+	nad, err := os.ReadFile(repoPath("examples/cluster/exclusive/nad.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return strings.ReplaceAll(string(nad), "namespace: "+exclusiveNS, "namespace: "+ns)
+}
+
+// vfTemplate is a ResourceClaimTemplate ns/name for one VF of the seed's
+// pool (request "nic", class draClass).
+func vfTemplate(ns, name string) string {
+	return `apiVersion: resource.k8s.io/v1
 kind: ResourceClaimTemplate
-metadata: {name: face-rdma, namespace: ` + draNS + `}
+metadata: {name: ` + name + `, namespace: ` + ns + `}
 spec:
   spec:
     devices:
@@ -79,11 +95,6 @@ spec:
         - name: nic
           exactly: {deviceClassName: ` + draClass + `}
 `
-	out := strings.Join([]string{
-		strings.ReplaceAll(string(nad), "namespace: "+exclusiveNS, "namespace: "+draNS),
-		strings.ReplaceAll(string(docs[0]), "namespace: "+exclusiveNS, "namespace: "+draNS),
-		tmpl, string(jb)}, "\n---\n")
-	return out
 }
 
 func ptrTo[T any](v T) *T { return &v }
@@ -306,20 +317,7 @@ func waitAllocatable(t *testing.T, res, want string) {
 // seed's pool, and one pod per name using it (label app=ns).
 func draPods(t *testing.T, ns string, names ...string) string {
 	t.Helper()
-	nad, err := os.ReadFile(repoPath("examples/cluster/exclusive/nad.yaml"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	docs := []string{strings.ReplaceAll(string(nad), "namespace: "+exclusiveNS, "namespace: "+ns), `apiVersion: resource.k8s.io/v1
-kind: ResourceClaimTemplate
-metadata: {name: vf, namespace: ` + ns + `}
-spec:
-  spec:
-    devices:
-      requests:
-        - name: nic
-          exactly: {deviceClassName: ` + draClass + `}
-`}
+	docs := []string{seedNADIn(t, ns), vfTemplate(ns, "vf")}
 	for _, n := range names {
 		docs = append(docs, fmt.Sprintf(`apiVersion: v1
 kind: Pod
