@@ -136,6 +136,10 @@ func (c *checker) secondary() bool { return !c.host() && len(c.sels) > 0 }
 func (c *checker) node() {
 	const L = LayerNode
 	if len(c.resources) == 0 {
+		if claims := draClaims(c.pod); len(claims) > 0 && c.mode != ModeHost {
+			c.add(L, IDNodeResource, OK, fmt.Sprintf("pod %s requests no RDMA extended resource; it gets devices through DRA ResourceClaims %s (kubectl get resourceclaim -n %s -o yaml shows what each got)", c.podRef(), strings.Join(claims, ", "), c.pod.Namespace), "")
+			return
+		}
 		switch c.mode {
 		case ModeExclusive, ModeShared:
 			c.add(L, IDNodeResource, Problem, fmt.Sprintf("pod %s (%s mode) requests no RDMA extended resource in its containers' limits", c.podRef(), c.mode),
@@ -155,6 +159,12 @@ func (c *checker) node() {
 	}
 	n := c.f.Node
 	for _, res := range sortedKeys(c.resources) {
+		if claim := extendedClaim(c.pod, res); claim != "" {
+			// a node serving the resource through DRA only reports it with
+			// 0 allocatable; kube-scheduler made this claim for it
+			c.add(L, IDNodeResource, OK, fmt.Sprintf("%s (%d) is served through DRA: extended-resource ResourceClaim %s/%s", res, c.resources[res], c.pod.Namespace, claim), "")
+			continue
+		}
 		rn := corev1.ResourceName(res)
 		capQ, hasCap := n.Status.Capacity[rn]
 		allocQ, hasAlloc := n.Status.Allocatable[rn]
@@ -261,6 +271,8 @@ func (c *checker) nadResource() {
 			oks = append(oks, fmt.Sprintf("NAD %s has no resourceName (none needed in %s mode)", key, c.mode))
 		case c.resources[n.ResourceName] > 0:
 			oks = append(oks, fmt.Sprintf("NAD %s resourceName %s is requested by the pod (%d)", key, n.ResourceName, c.resources[n.ResourceName]))
+		case len(draClaims(c.pod)) > 0:
+			oks = append(oks, fmt.Sprintf("NAD %s resourceName %s: the pod's devices come from DRA ResourceClaims %s (the meta CNI takes the claim device whose ResourceSlice names that resource; device-info below shows which)", key, n.ResourceName, strings.Join(draClaims(c.pod), ", ")))
 		default:
 			probs = append(probs, fmt.Sprintf("NAD %s has resourceName %s but the pod does not request it (it requests: %s)", key, n.ResourceName, orNone(sortedKeys(c.resources))))
 		}
@@ -799,4 +811,35 @@ func orDash(s string) string {
 		return "-"
 	}
 	return s
+}
+
+// draClaims lists the ResourceClaims the pod's status names: its own and
+// template-generated ones, and the one kube-scheduler made for extended
+// resources served through DRA.
+func draClaims(pod *corev1.Pod) []string {
+	var out []string
+	for _, st := range pod.Status.ResourceClaimStatuses {
+		if st.ResourceClaimName != nil && *st.ResourceClaimName != "" {
+			out = append(out, *st.ResourceClaimName)
+		}
+	}
+	if x := pod.Status.ExtendedResourceClaimStatus; x != nil && x.ResourceClaimName != "" {
+		out = append(out, x.ResourceClaimName)
+	}
+	return out
+}
+
+// extendedClaim is the claim kube-scheduler made for the pod's extended
+// resource res when the node serves it through DRA, "" otherwise.
+func extendedClaim(pod *corev1.Pod, res string) string {
+	x := pod.Status.ExtendedResourceClaimStatus
+	if x == nil || x.ResourceClaimName == "" {
+		return ""
+	}
+	for _, m := range x.RequestMappings {
+		if string(m.ResourceName) == res {
+			return x.ResourceClaimName
+		}
+	}
+	return ""
 }

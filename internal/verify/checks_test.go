@@ -271,6 +271,34 @@ func runCases() []runCase {
 			want: allOK(map[string]Status{IDNodeResource: Problem}),
 		},
 		{
+			name: "DRA-only node: allocatable 0, the resource served by an extended-resource claim", mode: ModeExclusive,
+			facts: func() *Facts {
+				f := exclusiveFacts()
+				f.Node.Status.Allocatable["example.com/sriov_rdma"] = resource.MustParse("0")
+				f.Pod.Status.ExtendedResourceClaimStatus = &corev1.PodExtendedResourceClaimStatus{ResourceClaimName: "face-trainer-0-extended-resources-x7k2p",
+					RequestMappings: []corev1.ContainerExtendedResourceRequest{{ContainerName: "trainer", ResourceName: "example.com/sriov_rdma", RequestName: "container-0-request-0"}}}
+				return f
+			},
+			want:     allOK(nil),
+			evidence: map[string][]string{IDNodeResource: {"example.com/sriov_rdma (1) is served through DRA: extended-resource ResourceClaim ai-training/face-trainer-0-extended-resources-x7k2p"}},
+		},
+		{
+			name: "VF from a DRA claim instead of limits", mode: ModeExclusive,
+			facts: func() *Facts {
+				f := exclusiveFacts()
+				for i := range f.Pod.Spec.Containers {
+					delete(f.Pod.Spec.Containers[i].Resources.Limits, "example.com/sriov_rdma")
+					delete(f.Pod.Spec.Containers[i].Resources.Requests, "example.com/sriov_rdma")
+				}
+				name := "face-trainer-0-rdma-abcde"
+				f.Pod.Status.ResourceClaimStatuses = []corev1.PodResourceClaimStatus{{Name: "rdma", ResourceClaimName: &name}}
+				return f
+			},
+			want: allOK(nil),
+			evidence: map[string][]string{IDNodeResource: {"gets devices through DRA ResourceClaims face-trainer-0-rdma-abcde"},
+				IDNADResource: {"the pod's devices come from DRA ResourceClaims face-trainer-0-rdma-abcde"}},
+		},
+		{
 			name: "node does not offer the resource", mode: ModeExclusive,
 			facts: func() *Facts {
 				f := exclusiveFacts()
