@@ -437,6 +437,14 @@ func testDRARestart(t *testing.T) {
 			t.Errorf("new pod c got VF %s, which pod %s holds", vf, name)
 		}
 	}
+	// kubectl rdma verify takes the claim for what it is: no false
+	// problem for a VF that comes from a claim rather than the limits.
+	rep, _ := verifyPod(t, buildKubectlRDMA(t), ns, "c")
+	for _, c := range []string{"node-resource", "nad-exists", "nad-resource", "network-status", "device-info", "dev-infiniband", "cap-ipc-lock"} {
+		if got := rep.status(c); got != "ok" {
+			t.Errorf("kubectl rdma verify on DRA pod c: check %s: %s (%s), want ok", c, got, rep.evidence(c))
+		}
+	}
 
 	kubectl(t, "delete", "ns", ns, "--wait", "--timeout=300s")
 	deadline := time.Now().Add(90 * time.Second)
