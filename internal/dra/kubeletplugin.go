@@ -205,8 +205,10 @@ func (d *Driver) PrepareResourceClaims(ctx context.Context, claims []*resourceap
 			resolved[c.UID] = pc
 		}
 	}
+	pods := &podCache{get: d.o.Pods, pods: map[types.NamespacedName]podRead{}}
+	d.joinRequestEnv(ctx, claims, resolved, pods)
 	if d.o.NCCLEnv {
-		d.setNCCLEnv(ctx, claims, resolved, failed)
+		d.setNCCLEnv(ctx, claims, resolved, failed, pods)
 	}
 	for _, c := range claims {
 		var pc *preparedClaim

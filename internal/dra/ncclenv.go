@@ -170,8 +170,7 @@ func containerEnv(pod *corev1.Pod, container string) []string {
 // variables. A claim whose group holds a claim of this call that failed
 // fails too, so that the specs of one pod's claims agree when kubelet
 // retries. Claims and pods not reserved for are not read.
-func (d *Driver) setNCCLEnv(ctx context.Context, claims []*resourceapi.ResourceClaim, resolved map[types.UID]*preparedClaim, failed map[types.UID]error) {
-	pods := &podCache{get: d.o.Pods, pods: map[types.NamespacedName]podRead{}}
+func (d *Driver) setNCCLEnv(ctx context.Context, claims []*resourceapi.ResourceClaim, resolved map[types.UID]*preparedClaim, failed map[types.UID]error, pods *podCache) {
 	inCall := map[types.NamespacedName]*resourceapi.ResourceClaim{}
 	for _, c := range claims {
 		inCall[types.NamespacedName{Namespace: c.Namespace, Name: c.Name}] = c
