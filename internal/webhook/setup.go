@@ -2,8 +2,10 @@ package webhook
 
 import (
 	"fmt"
+	"net"
 	"os"
 	"path/filepath"
+	"strconv"
 	"time"
 
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -14,7 +16,8 @@ import (
 )
 
 // ReadyzCheckName is the readiness check Setup adds with ManageCerts: not
-// ready until the Secret's certificate is in CertDir.
+// ready until the Secret's certificate is in CertDir and the webhook server
+// presents it.
 const ReadyzCheckName = "webhook-certs"
 
 // Setup registers the mutating (MutatePath) and validating (ValidatePath,
@@ -46,6 +49,16 @@ func Setup(mgr ctrl.Manager, o Options) error {
 			}
 		}
 		cm := CertManager(mgr, o)
+		if ds, ok := srv.(*webhook.DefaultServer); ok {
+			host, port := ds.Options.Host, ds.Options.Port
+			if host == "" {
+				host = "127.0.0.1"
+			}
+			if port == 0 {
+				port = webhook.DefaultPort
+			}
+			cm.ServingAddr = net.JoinHostPort(host, strconv.Itoa(port))
+		}
 		if err := certs.WritePlaceholder(o.CertDir, cm.Config, time.Now()); err != nil {
 			return fmt.Errorf("webhook certificates: placeholder in %s: %w", o.CertDir, err)
 		}

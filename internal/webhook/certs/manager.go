@@ -3,8 +3,10 @@ package certs
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
+	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -37,16 +39,39 @@ type Manager struct {
 	Log    logr.Logger
 	// Now is the clock (time.Now when nil).
 	Now func() time.Time
+	// ServingAddr, when set, is the webhook server's host:port: ReadyCheck
+	// then also asks it for its certificate, since the server reloads the
+	// files in CertDir on its own schedule (controller-runtime's
+	// certwatcher) and until then still presents the placeholder.
+	ServingAddr string
 
-	ready atomic.Bool
+	ready   atomic.Bool
+	written atomic.Pointer[[]byte] // DER of the serving certificate last written
 }
 
 // ReadyCheck is a healthz.Checker: ready once the serving certificate of
-// the Secret is in CertDir, so that a Service sends the API server's calls
-// only to replicas past the placeholder.
+// the Secret is in CertDir and, with ServingAddr, the webhook server
+// presents it, so that a Service sends the API server's calls only to
+// replicas past the placeholder (whose CA has the same name as the real
+// one: the API server's error would be "ECDSA verification failure").
 func (m *Manager) ReadyCheck(_ *http.Request) error {
 	if !m.ready.Load() {
 		return errors.New("webhook certificates not written yet")
+	}
+	want := m.written.Load()
+	if m.ServingAddr == "" || want == nil {
+		return nil
+	}
+	// Only the presented certificate's bytes are compared with the one
+	// written, so the chain is not verified here.
+	conn, err := tls.DialWithDialer(&net.Dialer{Timeout: 2 * time.Second}, "tcp", m.ServingAddr, &tls.Config{InsecureSkipVerify: true}) //nolint:gosec // compared byte for byte below
+	if err != nil {
+		return fmt.Errorf("webhook server %s: %w", m.ServingAddr, err)
+	}
+	defer conn.Close()
+	peer := conn.ConnectionState().PeerCertificates
+	if len(peer) == 0 || !bytes.Equal(peer[0].Raw, *want) {
+		return fmt.Errorf("webhook server %s still presents an older certificate than the Secret's (it reloads %s on its own schedule)", m.ServingAddr, m.CertDir)
 	}
 	return nil
 }
@@ -96,6 +121,11 @@ func (m *Manager) Ensure(ctx context.Context) error {
 	if err := WriteFiles(m.CertDir, b); err != nil {
 		return err
 	}
+	cert, err := b.ServingCert()
+	if err != nil {
+		return err
+	}
+	m.written.Store(&cert.Raw)
 	m.ready.Store(true)
 	return nil
 }

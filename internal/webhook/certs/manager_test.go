@@ -3,8 +3,11 @@ package certs
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
 	"path/filepath"
+	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -160,5 +163,58 @@ func TestEnsureWritesFiles(t *testing.T) {
 	got, _ := readFile(filepath.Join(dir, KeyCert))
 	if !bytes.Equal(got, b.Cert) {
 		t.Error("tls.crt in the cert dir is not the Secret's")
+	}
+}
+
+// TestReadyCheckWaitsForServedCert: with ServingAddr, a replica is ready
+// only once its webhook server presents the certificate Ensure wrote, not
+// while it still serves the placeholder (same CA name, other key: the API
+// server would refuse it), nor while the server does not answer.
+func TestReadyCheckWaitsForServedCert(t *testing.T) {
+	c := fake.NewClientBuilder().WithScheme(clientgoscheme.Scheme).Build()
+	dir := filepath.Join(t.TempDir(), "serving-certs")
+	placeholder := filepath.Join(t.TempDir(), "placeholder")
+	m := newManager(c, dir, t0)
+	if err := WritePlaceholder(placeholder, m.Config, t0); err != nil {
+		t.Fatal(err)
+	}
+	if err := m.Ensure(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	var served atomic.Pointer[tls.Certificate]
+	load := func(d string) {
+		t.Helper()
+		pair, err := tls.LoadX509KeyPair(filepath.Join(d, KeyCert), filepath.Join(d, KeyKey))
+		if err != nil {
+			t.Fatal(err)
+		}
+		served.Store(&pair)
+	}
+	ln, err := tls.Listen("tcp", "127.0.0.1:0", &tls.Config{GetCertificate: func(*tls.ClientHelloInfo) (*tls.Certificate, error) { return served.Load(), nil }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	go func() {
+		for {
+			conn, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() { _ = conn.(*tls.Conn).Handshake(); _ = conn.Close() }()
+		}
+	}()
+	m.ServingAddr = ln.Addr().String()
+
+	load(placeholder)
+	if err := m.ReadyCheck(nil); err == nil || !strings.Contains(err.Error(), "still presents an older certificate") {
+		t.Errorf("serving the placeholder: ReadyCheck = %v, want not ready", err)
+	}
+	load(dir) // the server reloaded the files
+	if err := m.ReadyCheck(nil); err != nil {
+		t.Errorf("serving the Secret's certificate: ReadyCheck = %v, want ready", err)
+	}
+	_ = ln.Close()
+	if err := m.ReadyCheck(nil); err == nil {
+		t.Error("server down: ready")
 	}
 }
