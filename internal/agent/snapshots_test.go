@@ -40,16 +40,7 @@ func TestSnapshotsHook(t *testing.T) {
 		defer mu.Unlock()
 		calls = append(calls, v)
 	}
-	a, err := New(Options{SysfsRoot: node.Root, ConfigPaths: []string{cfg}, PluginDir: dp, DevInfoDir: filepath.Join(base, "devinfo"),
-		NetnsModeFlag: "exclusive", Resync: 20 * time.Millisecond, FullRescan: time.Hour,
-		Logger: slog.New(slog.NewTextHandler(testWriter{t}, nil)), Snapshots: hook})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- a.Run(ctx) }()
-	t.Cleanup(func() { cancel(); <-done })
+	a := runAgent(t, base, node.Root, dp, cfg, hook, false)
 
 	// wait: n calls so far, the last seeing want; exact false allows more
 	// (a VF removal is two sysfs writes a refresh may see apart).
@@ -103,16 +94,7 @@ func TestNoDevicePlugin(t *testing.T) {
 			}
 		}
 	}
-	a, err := New(Options{SysfsRoot: node.Root, ConfigPaths: []string{cfg}, PluginDir: dp, DevInfoDir: filepath.Join(base, "devinfo"),
-		NetnsModeFlag: "exclusive", Resync: 20 * time.Millisecond, FullRescan: time.Hour,
-		Logger: slog.New(slog.NewTextHandler(testWriter{t}, nil)), Snapshots: hook, NoDevicePlugin: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- a.Run(ctx) }()
-	t.Cleanup(func() { cancel(); <-done })
+	a := runAgent(t, base, node.Root, dp, cfg, hook, true)
 	deadline := time.Now().Add(30 * time.Second)
 	for {
 		mu.Lock()
@@ -156,4 +138,21 @@ func seedNode(t *testing.T) (base string, node *sysfsfixture.Standard, dp, cfg s
 		t.Fatal(err)
 	}
 	return base, node, dp, cfg
+}
+
+// runAgent runs an agent over a seedNode (fast resync, Snapshots hook) until
+// the test ends.
+func runAgent(t *testing.T, base, sysfs, dp, cfg string, hook func(*Snapshot), noDevicePlugin bool) *Agent {
+	t.Helper()
+	a, err := New(Options{SysfsRoot: sysfs, ConfigPaths: []string{cfg}, PluginDir: dp, DevInfoDir: filepath.Join(base, "devinfo"),
+		NetnsModeFlag: "exclusive", Resync: 20 * time.Millisecond, FullRescan: time.Hour,
+		Logger: slog.New(slog.NewTextHandler(testWriter{t}, nil)), Snapshots: hook, NoDevicePlugin: noDevicePlugin})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- a.Run(ctx) }()
+	t.Cleanup(func() { cancel(); <-done })
+	return a
 }

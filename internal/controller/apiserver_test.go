@@ -25,7 +25,6 @@ import (
 
 	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
-	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -130,62 +129,10 @@ func kindOf(doc []byte) string {
 	return meta.Kind
 }
 
-// applyRBAC creates rdmanet-system and deploy/controller/rbac.yaml's objects.
+// applyRBAC creates deploy/controller/rbac.yaml's objects (and their
+// namespace, rdmanet-system).
 func applyRBAC(ctx context.Context, admin kubernetes.Interface) error {
-	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: controller.DefaultNamespace}}
-	if _, err := admin.CoreV1().Namespaces().Create(ctx, ns, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
-		return err
-	}
-	root, err := apiserver.RepoRoot()
-	if err != nil {
-		return err
-	}
-	b, err := os.ReadFile(filepath.Join(root, "deploy", "controller", "rbac.yaml"))
-	if err != nil {
-		return err
-	}
-	strict := metav1.CreateOptions{FieldValidation: "Strict"}
-	r := utilyaml.NewYAMLReader(bufio.NewReader(bytes.NewReader(b)))
-	for {
-		doc, err := r.Read()
-		if err != nil {
-			return nil
-		}
-		switch kind := kindOf(doc); kind {
-		case "ServiceAccount":
-			var o corev1.ServiceAccount
-			if err = yaml.UnmarshalStrict(doc, &o); err == nil {
-				_, err = admin.CoreV1().ServiceAccounts(o.Namespace).Create(ctx, &o, strict)
-			}
-		case "ClusterRole":
-			var o rbacv1.ClusterRole
-			if err = yaml.UnmarshalStrict(doc, &o); err == nil {
-				_, err = admin.RbacV1().ClusterRoles().Create(ctx, &o, strict)
-			}
-		case "ClusterRoleBinding":
-			var o rbacv1.ClusterRoleBinding
-			if err = yaml.UnmarshalStrict(doc, &o); err == nil {
-				_, err = admin.RbacV1().ClusterRoleBindings().Create(ctx, &o, strict)
-			}
-		case "Role":
-			var o rbacv1.Role
-			if err = yaml.UnmarshalStrict(doc, &o); err == nil {
-				_, err = admin.RbacV1().Roles(o.Namespace).Create(ctx, &o, strict)
-			}
-		case "RoleBinding":
-			var o rbacv1.RoleBinding
-			if err = yaml.UnmarshalStrict(doc, &o); err == nil {
-				_, err = admin.RbacV1().RoleBindings(o.Namespace).Create(ctx, &o, strict)
-			}
-		case "":
-			continue
-		default:
-			return fmt.Errorf("deploy/controller/rbac.yaml: unexpected kind %s", kind)
-		}
-		if err != nil && !apierrors.IsAlreadyExists(err) {
-			return fmt.Errorf("deploy/controller/rbac.yaml %s: %w", kindOf(doc), err)
-		}
-	}
+	return apiserver.ApplyRBACFile(ctx, admin, "deploy/controller/rbac.yaml")
 }
 
 // logBuffer collects one manager's log.
