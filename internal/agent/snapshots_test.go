@@ -40,7 +40,7 @@ func TestSnapshotsHook(t *testing.T) {
 		defer mu.Unlock()
 		calls = append(calls, v)
 	}
-	a := runAgent(t, base, node.Root, dp, cfg, hook, false)
+	runAgent(t, base, node.Root, dp, cfg, hook, false)
 
 	// wait: n calls so far, the last seeing want; exact false allows more
 	// (a VF removal is two sysfs writes a refresh may see apart).
