@@ -112,12 +112,7 @@ func (c *podCache) pod(ctx context.Context, key types.NamespacedName) (*corev1.P
 // from a template, status.resourceClaimStatuses) or as an extended
 // resource backed by DRA (status.extendedResourceClaimStatus).
 func containerClaims(pod *corev1.Pod) map[string][]string {
-	byPodClaim := map[string]string{}
-	for i := range pod.Spec.ResourceClaims {
-		if n, _, err := resourceclaim.Name(pod, &pod.Spec.ResourceClaims[i]); err == nil && n != nil {
-			byPodClaim[pod.Spec.ResourceClaims[i].Name] = *n
-		}
-	}
+	byPodClaim := podClaimNames(pod)
 	out := map[string][]string{}
 	for _, ctr := range slices.Concat(pod.Spec.InitContainers, pod.Spec.Containers) {
 		for _, rc := range ctr.Resources.Claims {
@@ -131,6 +126,20 @@ func containerClaims(pod *corev1.Pod) map[string][]string {
 			if !slices.Contains(out[m.ContainerName], x.ResourceClaimName) {
 				out[m.ContainerName] = append(out[m.ContainerName], x.ResourceClaimName)
 			}
+		}
+	}
+	return out
+}
+
+// podClaimNames maps each spec.resourceClaims entry of pod to the
+// ResourceClaim it names (its own claim, or the one generated from a
+// template, from status.resourceClaimStatuses); entries not resolved yet
+// are left out.
+func podClaimNames(pod *corev1.Pod) map[string]string {
+	out := map[string]string{}
+	for i := range pod.Spec.ResourceClaims {
+		if n, _, err := resourceclaim.Name(pod, &pod.Spec.ResourceClaims[i]); err == nil && n != nil {
+			out[pod.Spec.ResourceClaims[i].Name] = *n
 		}
 	}
 	return out

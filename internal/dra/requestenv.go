@@ -9,10 +9,8 @@ import (
 	"slices"
 	"strings"
 
-	corev1 "k8s.io/api/core/v1"
 	resourceapi "k8s.io/api/resource/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/dynamic-resource-allocation/resourceclaim"
 
 	"github.com/rdmanet/rdmanet/internal/deviceplugin"
 )
@@ -74,29 +72,16 @@ func (d *Driver) usedWhole(ctx context.Context, c *resourceapi.ResourceClaim, po
 		if x := pod.Status.ExtendedResourceClaimStatus; x != nil && x.ResourceClaimName == c.Name {
 			return false, "it serves extended resources (one request per container)"
 		}
+		names := podClaimNames(pod)
 		for _, ctr := range slices.Concat(pod.Spec.InitContainers, pod.Spec.Containers) {
 			for _, rc := range ctr.Resources.Claims {
-				if rc.Request != "" && podClaimName(pod, rc.Name) == c.Name {
+				if rc.Request != "" && names[rc.Name] == c.Name {
 					return false, fmt.Sprintf("container %s of pod %s uses only its request %s", ctr.Name, pod.Name, rc.Request)
 				}
 			}
 		}
 	}
 	return true, ""
-}
-
-// podClaimName is the ResourceClaim a pod's spec.resourceClaims entry names
-// (its own claim, or the one generated from a template), "" when unknown.
-func podClaimName(pod *corev1.Pod, entry string) string {
-	for i := range pod.Spec.ResourceClaims {
-		if pod.Spec.ResourceClaims[i].Name != entry {
-			continue
-		}
-		if n, _, err := resourceclaim.Name(pod, &pod.Spec.ResourceClaims[i]); err == nil && n != nil {
-			return *n
-		}
-	}
-	return ""
 }
 
 // joinEnv replaces the per-request PCIDEVICE_ values with one per pool,
