@@ -18,22 +18,65 @@ import (
 // Listen listens on the unix socket at path, replacing a stale socket file
 // (a daemon that died leaves one), with the socket mode 0600 and its
 // directory created 0700 when missing: only root talks to the daemon.
+//
+// The socket is bound under a temporary name in the same directory,
+// chmodded, then renamed to path, so path never names a socket with the
+// umask's mode (the directory is a 0755 hostPath on a node). Closing the
+// listener removes path while it is still this listener's socket.
 func Listen(path string) (net.Listener, error) {
-	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+	dir := filepath.Dir(path)
+	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, fmt.Errorf("socket directory of %s: %w", path, err)
 	}
-	if err := os.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) {
-		return nil, fmt.Errorf("remove stale socket %s: %w", path, err)
+	tmp := filepath.Join(dir, fmt.Sprintf(".%s.%d.tmp", filepath.Base(path), os.Getpid()))
+	if err := os.Remove(tmp); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return nil, fmt.Errorf("remove leftover socket %s: %w", tmp, err)
 	}
-	lis, err := net.Listen("unix", path)
+	lis, err := net.ListenUnix("unix", &net.UnixAddr{Name: tmp, Net: "unix"})
 	if err != nil {
 		return nil, fmt.Errorf("listen on %s: %w", path, err)
 	}
-	if err := os.Chmod(path, 0o600); err != nil {
-		lis.Close()
-		return nil, fmt.Errorf("chmod %s: %w", path, err)
+	lis.SetUnlinkOnClose(false) // the name it was bound to is renamed away
+	placed := false
+	defer func() {
+		if !placed {
+			lis.Close()
+			_ = os.Remove(tmp)
+		}
+	}()
+	if err := os.Chmod(tmp, 0o600); err != nil {
+		return nil, fmt.Errorf("chmod %s: %w", tmp, err)
 	}
-	return lis, nil
+	// rename replaces a stale socket file at path atomically
+	if err := os.Rename(tmp, path); err != nil {
+		return nil, fmt.Errorf("put socket %s in place: %w", path, err)
+	}
+	fi, err := os.Lstat(path)
+	if err != nil {
+		return nil, fmt.Errorf("socket %s: %w", path, err)
+	}
+	placed = true
+	return &listener{UnixListener: lis, path: path, file: fi}, nil
+}
+
+// listener is a unix listener whose socket file was renamed to path.
+type listener struct {
+	*net.UnixListener
+	path string
+	file os.FileInfo // the socket file, to remove only our own on Close
+}
+
+// Addr is the socket's final path (not the temporary name it was bound to).
+func (l *listener) Addr() net.Addr { return &net.UnixAddr{Name: l.path, Net: "unix"} }
+
+// Close stops listening and removes the socket file unless another
+// listener has replaced it meanwhile.
+func (l *listener) Close() error {
+	err := l.UnixListener.Close()
+	if fi, serr := os.Lstat(l.path); serr == nil && os.SameFile(fi, l.file) {
+		_ = os.Remove(l.path)
+	}
+	return err
 }
 
 // Server runs Handle for every connection accepted on a listener.
@@ -56,9 +99,10 @@ type Server struct {
 // the goroutines and file descriptors a runaway client can take.
 const DefaultMaxConns = 1024
 
-// Serve accepts on lis until ctx ends (it then closes lis and removes the
-// socket file), then waits up to Drain for the connections in flight. It
-// returns false in drained when connections were still running at the end.
+// Serve accepts on lis until ctx ends (it then closes lis, which removes
+// a Listen socket's file), then waits up to Drain for the connections in
+// flight. It returns false in drained when connections were still running
+// at the end.
 func (s *Server) Serve(ctx context.Context, lis net.Listener) (drained bool, err error) {
 	go func() {
 		<-ctx.Done()
@@ -98,9 +142,10 @@ func (s *Server) Serve(ctx context.Context, lis net.Listener) (drained bool, err
 			s.Handle(c)
 		}()
 	}
-	if ua, ok := lis.Addr().(*net.UnixAddr); ok {
-		_ = os.Remove(ua.Name)
-	}
+	// Accept may fail before the closing goroutine's Close has removed the
+	// socket file; closing again here (a no-op for the listener) makes the
+	// file gone when Serve returns.
+	_ = lis.Close()
 	done := make(chan struct{})
 	go func() { inflight.Wait(); close(done) }()
 	select {

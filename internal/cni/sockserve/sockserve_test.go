@@ -47,6 +47,51 @@ func TestListenModes(t *testing.T) {
 	}
 }
 
+// TestListenPlacesAndRemoves: the socket appears under its name only
+// once it is 0600 (no temporary file is left), Close removes it, and a
+// listener closing after another took the name leaves the newer socket.
+func TestListenPlacesAndRemoves(t *testing.T) {
+	dir := t.TempDir()
+	sock := filepath.Join(dir, "d.sock")
+	first, err := Listen(sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := first.Addr().String(); got != sock {
+		t.Errorf("Addr %q, want %q", got, sock)
+	}
+	entries, err := os.ReadDir(dir)
+	if err != nil || len(entries) != 1 || entries[0].Name() != "d.sock" {
+		t.Fatalf("directory holds %v (%v), want only d.sock", entries, err)
+	}
+	c, err := net.Dial("unix", sock)
+	if err != nil {
+		t.Fatalf("dial the placed socket: %v", err)
+	}
+	c.Close()
+	second, err := Listen(sock) // a new daemon replaces the socket
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := first.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Lstat(sock); err != nil {
+		t.Fatalf("closing the replaced listener removed the new socket: %v", err)
+	}
+	c, err = net.Dial("unix", sock)
+	if err != nil {
+		t.Fatalf("dial the new socket: %v", err)
+	}
+	c.Close()
+	if err := second.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Lstat(sock); !os.IsNotExist(err) {
+		t.Errorf("socket still there after Close: %v", err)
+	}
+}
+
 // TestServeConnectionCap: with MaxConns handlers running, the next
 // connection is not handled until one of them ends.
 func TestServeConnectionCap(t *testing.T) {
