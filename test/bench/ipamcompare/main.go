@@ -22,6 +22,7 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -313,7 +314,32 @@ func progress(s string) {
 	fmt.Fprintf(os.Stderr, "ipam-compare: %s %s\n", time.Now().Format("15:04:05"), s)
 }
 
-var tookRe = regexp.MustCompile(`msg="plugin call served by the daemon" .*command=ADD container=(\S+) .*took=(\S+)`)
+// servedLine is the daemon's log line of a call it ran (plugind, text
+// handler); servedAttr reads one of its attributes wherever it stands.
+var servedLine = regexp.MustCompile(`(?m)^.*msg="plugin call served by the daemon".*$`)
+
+func servedAttr(line, key string) string {
+	m := regexp.MustCompile(`(?:^| )` + regexp.QuoteMeta(key) + `=(\S+)`).FindStringSubmatch(line)
+	if m == nil {
+		return ""
+	}
+	return strings.Trim(m[1], `"`)
+}
+
+// servedADDs maps each container whose ADD the daemon's log says it ran to
+// the daemon's own time for it.
+func servedADDs(log string) map[string]time.Duration {
+	took := map[string]time.Duration{}
+	for _, line := range servedLine.FindAllString(log, -1) {
+		if servedAttr(line, "command") != "ADD" {
+			continue
+		}
+		if d, err := time.ParseDuration(servedAttr(line, "took")); err == nil {
+			took[servedAttr(line, "container")] = d
+		}
+	}
+	return took
+}
 
 // forwardingCost matches each ADD with the daemon's log line for it: the
 // daemon's own time, and the call's latency less it.
@@ -328,11 +354,7 @@ func forwardingCost(l *ipamload.Load, add ipamload.Run, logDir string) (daemon, 
 		if err != nil {
 			return 0, 0, 0, err
 		}
-		for _, m := range tookRe.FindAllStringSubmatch(string(b), -1) {
-			if d, err := time.ParseDuration(m[2]); err == nil {
-				took[m[1]] = d
-			}
-		}
+		maps.Copy(took, servedADDs(string(b)))
 	}
 	var own, rest []time.Duration
 	for i, lat := range add.Lat {
