@@ -1,22 +1,19 @@
-// Command rdma is the rdmanet drop-in for the upstream RDMA CNI plugin.
+// Command rdma is the rdmanet drop-in for the upstream RDMA CNI plugin. It
+// is a thin client: it hands each ADD, DEL and CHECK to the node's
+// rdmanet-daemon (package forward), which runs it in-process, and becomes
+// rdma-direct (installed next to it) with the same arguments, environment
+// and stdin when no daemon answers, and for VERSION, GC and STATUS. It
+// links no netlink, netfilter or CNI skeleton, so it starts fast.
 package main
 
 import (
 	"os"
 
-	"github.com/containernetworking/cni/pkg/skel"
-
 	"github.com/rdmanet/rdmanet/internal/cni/forward"
-	"github.com/rdmanet/rdmanet/internal/cni/rdma"
 	"github.com/rdmanet/rdmanet/internal/version"
 )
 
 func main() {
 	version.Handle("rdma", os.Args[1:])
-	// The node daemon runs the call in-process when it is up (and this
-	// binary is its build); otherwise this process does the work.
-	forward.Main("rdma", func() {
-		p, err := rdma.FromEnv(nil)
-		skel.PluginMainFuncs(rdma.Funcs(p, err), rdma.Versions, rdma.About)
-	})
+	forward.Main("rdma", "rdma-direct")
 }

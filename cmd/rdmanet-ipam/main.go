@@ -2,8 +2,8 @@
 // Whereabouts' config fields verbatim, so it can be installed under its own
 // name or as "whereabouts". It is a thin client: it hands each call to the
 // node's rdmanet-daemon (package forward), which runs it with warm API
-// clients, and runs rdmanet-ipam-direct (installed next to it) with the same
-// arguments, environment and stdin when no daemon answers — including
+// clients, and becomes rdmanet-ipam-direct (installed next to it) with the
+// same arguments, environment and stdin when no daemon answers — including
 // VERSION, GC and STATUS, and `rdmanet-ipam gc [flags]` (garbage
 // collection). It links no CNI skeleton and no API client, so it starts
 // fast. See docs/ipam.md.
@@ -11,8 +11,6 @@ package main
 
 import (
 	"os"
-
-	"github.com/containernetworking/cni/pkg/types"
 
 	"github.com/rdmanet/rdmanet/internal/cni/forward"
 	"github.com/rdmanet/rdmanet/internal/version"
@@ -23,21 +21,8 @@ const direct = "rdmanet-ipam-direct"
 
 func main() {
 	version.Handle("rdmanet-ipam", os.Args[1:])
-	local := func() {
-		bin, err := forward.Find(direct, os.Getenv("CNI_PATH"))
-		if err == nil {
-			err = forward.Run(bin, os.Args[1:], os.Stdin)
-			if err == nil {
-				return
-			}
-		}
-		e := types.NewError(types.ErrInternal, "rdmanet-ipam: no rdmanet daemon answered, and "+err.Error(), "")
-		_ = e.Print()
-		os.Exit(1)
-	}
 	if len(os.Args) > 1 && os.Args[1] == "gc" {
-		local()
-		return
+		forward.Direct("rdmanet-ipam", direct, nil) // garbage collection is not a CNI call
 	}
-	forward.Main("rdmanet-ipam", local)
+	forward.Main("rdmanet-ipam", direct)
 }

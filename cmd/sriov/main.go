@@ -1,22 +1,19 @@
-// Command sriov is the rdmanet drop-in for the upstream SR-IOV CNI plugin.
+// Command sriov is the rdmanet drop-in for the upstream SR-IOV CNI plugin. It
+// is a thin client: it hands each ADD, DEL and CHECK to the node's
+// rdmanet-daemon (package forward), which runs it in-process, and becomes
+// sriov-direct (installed next to it) with the same arguments, environment
+// and stdin when no daemon answers, and for VERSION, GC and STATUS. It
+// links no netlink, netfilter or CNI skeleton, so it starts fast.
 package main
 
 import (
 	"os"
 
-	"github.com/containernetworking/cni/pkg/skel"
-
 	"github.com/rdmanet/rdmanet/internal/cni/forward"
-	"github.com/rdmanet/rdmanet/internal/cni/sriov"
 	"github.com/rdmanet/rdmanet/internal/version"
 )
 
 func main() {
 	version.Handle("sriov", os.Args[1:])
-	// The node daemon runs the call in-process when it is up (and this
-	// binary is its build); otherwise this process does the work.
-	forward.Main("sriov", func() {
-		p, err := sriov.FromEnv(nil)
-		skel.PluginMainFuncs(sriov.Funcs(p, err), sriov.Versions, sriov.About)
-	})
+	forward.Main("sriov", "sriov-direct")
 }

@@ -48,10 +48,10 @@ import (
 )
 
 // DefaultBinaries are the CNI binaries the node needs: the meta CNI shim,
-// its per-call fallback, the two drop-in plugins and the IPAM with its
-// per-call fallback (rdmanet-ipam hands calls to the daemon and runs
-// rdmanet-ipam-direct when none answers).
-var DefaultBinaries = []string{"rdmanet", "rdmanet-direct", "sriov", "rdma", "rdmanet-ipam", "rdmanet-ipam-direct"}
+// the two drop-in plugins and the IPAM, each with its per-call fallback
+// (the shim and the thin sriov, rdma and rdmanet-ipam hand calls to the
+// daemon and become their -direct binary when none answers).
+var DefaultBinaries = []string{"rdmanet", "rdmanet-direct", "sriov", "sriov-direct", "rdma", "rdma-direct", "rdmanet-ipam", "rdmanet-ipam-direct"}
 
 // File names and directories in the CNI config directory.
 const (

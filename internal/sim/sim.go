@@ -59,7 +59,7 @@ const (
 )
 
 // RequiredBinaries are the plugins the demo execs (from BinDir).
-var RequiredBinaries = []string{"rdmanet", "rdmanet-direct", "sriov", "rdma", "rdmanet-ipam", "rdmanet-ipam-direct", "macvlan", "bridge", "host-local"}
+var RequiredBinaries = []string{"rdmanet", "rdmanet-direct", "sriov", "sriov-direct", "rdma", "rdma-direct", "rdmanet-ipam", "rdmanet-ipam-direct", "macvlan", "bridge", "host-local"}
 
 // Options configure a run.
 type Options struct {
@@ -350,10 +350,10 @@ func CheckBinaries(dir string) error {
 	return nil
 }
 
-// TestHooksBinaries are the plugins the demo drives through the test
+// TestHooksBinaries are the plugin binaries the demo drives through the test
 // switches (RDMANET_NETOPS=record), so they must be -tags rdmanet_testhooks
 // builds.
-var TestHooksBinaries = []string{"sriov", "rdma"}
+var TestHooksBinaries = []string{"sriov-direct", "rdma-direct"}
 
 // testHooksBuild is "" when the Go binary at path was built with the
 // test-switch tag, else why not.

@@ -67,7 +67,7 @@ func testInstalled(t *testing.T) {
 	if !strings.Contains(string(b), `"clusterNetwork": "`+cluster.ClusterNetwork+`"`) {
 		t.Errorf("%s: clusterNetwork is not %s:\n%s", conf, cluster.ClusterNetwork, b)
 	}
-	for _, bin := range []string{"rdmanet", "rdmanet-direct", "sriov", "rdma", "rdmanet-ipam", "rdmanet-ipam-direct"} {
+	for _, bin := range []string{"rdmanet", "rdmanet-direct", "sriov", "sriov-direct", "rdma", "rdma-direct", "rdmanet-ipam", "rdmanet-ipam-direct"} {
 		if _, err := os.Stat(filepath.Join(layout.Dir, "node/opt/cni/bin", bin)); err != nil {
 			t.Errorf("install step: CNI binary %s: %v", bin, err)
 		}

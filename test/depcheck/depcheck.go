@@ -37,3 +37,19 @@ func Forbid(t *testing.T, binary string, rules []Rule) {
 		})
 	}
 }
+
+// ThinPlugin is what the thin plugin binaries (sriov, rdma, rdmanet-ipam)
+// must not link: they forward the call to the daemon or exec their
+// -direct binary, and every pod's attachment pays their start.
+var ThinPlugin = []Rule{
+	{Name: "client-go", Prefix: "k8s.io/client-go", Why: "the API client belongs to the -direct binaries and the daemon"},
+	{Name: "apimachinery", Prefix: "k8s.io/apimachinery", Why: "initialises schemes at start"},
+	{Name: "ipam", Prefix: "github.com/rdmanet/rdmanet/internal/ipam", Why: "the allocator runs in rdmanet-ipam-direct or the daemon"},
+	{Name: "sriov code", Prefix: "github.com/rdmanet/rdmanet/internal/cni/sriov", Why: "sriov's code runs in sriov-direct or the daemon"},
+	{Name: "rdma code", Prefix: "github.com/rdmanet/rdmanet/internal/cni/rdma", Why: "rdma's code runs in rdma-direct or the daemon"},
+	{Name: "netlink", Prefix: "github.com/vishvananda/", Why: "links are configured in the -direct binaries or the daemon"},
+	{Name: "upstream plugin packages", Prefix: "github.com/containernetworking/plugins/", Why: "they pull in nftables, iptables and their initialisation"},
+	{Name: "CNI skeleton", Prefix: "github.com/containernetworking/cni/pkg/skel", Why: "the skeleton (and invoke's OpenTelemetry) belongs to the -direct binaries"},
+	{Name: "OpenTelemetry", Prefix: "go.opentelemetry.io/", Why: "initialised at start"},
+	{Name: "tls", Prefix: "crypto/tls", Why: "no TLS on the forwarding path"},
+}

@@ -704,7 +704,7 @@ func installNode(t *testing.T, api *apiserver.Server, objs []deployObject, token
 	} else if !bytes.Contains(out, []byte("rdmanet-install: done")) {
 		t.Fatalf("rdmanet-install printed no summary:\n%s", out)
 	}
-	for _, b := range []string{"rdmanet", "rdmanet-direct", "sriov", "rdma", "rdmanet-ipam", "whereabouts"} {
+	for _, b := range []string{"rdmanet", "rdmanet-direct", "sriov", "sriov-direct", "rdma", "rdma-direct", "rdmanet-ipam", "rdmanet-ipam-direct", "whereabouts"} {
 		if st, err := os.Stat(filepath.Join(cniBin, b)); err != nil || st.Mode().Perm() != 0o755 {
 			t.Errorf("rdmanet-install: %s/%s: %v %v", cniBin, b, st, err)
 		}

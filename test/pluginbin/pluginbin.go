@@ -21,13 +21,15 @@ const (
 	SRIOV      = "github.com/rdmanet/rdmanet/cmd/sriov"
 	RDMA       = "github.com/rdmanet/rdmanet/cmd/rdma"
 	IPAM       = "github.com/rdmanet/rdmanet/cmd/rdmanet-ipam"
-	// IPAMDirect is rdmanet-ipam's per-call fallback; built with IPAM.
-	IPAMDirect = "github.com/rdmanet/rdmanet/cmd/rdmanet-ipam-direct"
-	Bridge     = "github.com/containernetworking/plugins/plugins/main/bridge"
-	Macvlan    = "github.com/containernetworking/plugins/plugins/main/macvlan"
-	HostLocal  = "github.com/containernetworking/plugins/plugins/ipam/host-local"
-	Portmap    = "github.com/containernetworking/plugins/plugins/meta/portmap"
-	Bandwidth  = "github.com/containernetworking/plugins/plugins/meta/bandwidth"
+	// The thin plugins' per-call fallbacks, built with them.
+	SRIOVDirect = "github.com/rdmanet/rdmanet/cmd/sriov-direct"
+	RDMADirect  = "github.com/rdmanet/rdmanet/cmd/rdma-direct"
+	IPAMDirect  = "github.com/rdmanet/rdmanet/cmd/rdmanet-ipam-direct"
+	Bridge      = "github.com/containernetworking/plugins/plugins/main/bridge"
+	Macvlan     = "github.com/containernetworking/plugins/plugins/main/macvlan"
+	HostLocal   = "github.com/containernetworking/plugins/plugins/ipam/host-local"
+	Portmap     = "github.com/containernetworking/plugins/plugins/meta/portmap"
+	Bandwidth   = "github.com/containernetworking/plugins/plugins/meta/bandwidth"
 )
 
 // TestHooksTag is the build tag under which rdmanet's plugins honour the
@@ -43,6 +45,10 @@ type Options struct {
 	// VCS forces the VCS stamp on (-buildvcs=true); otherwise binaries are
 	// stamped only inside a git work tree.
 	VCS bool
+	// Static builds as the image ships them (CGO_ENABLED=0, -trimpath; see
+	// internal/image.GoBuild): static binaries start without the dynamic
+	// loader, which the benchmarks of exec'd plugins must not pay.
+	Static bool
 }
 
 // Test is what the tests build by default: the test switches on.
@@ -75,6 +81,10 @@ func BuildWith(dir string, o Options, pkgs ...string) error {
 		env = []string{"GOFLAGS=" + strings.TrimSpace(os.Getenv("GOFLAGS")+" -buildvcs=true")}
 	}
 	args := []string{"build"}
+	if o.Static {
+		env = append(env, "CGO_ENABLED=0")
+		args = append(args, "-trimpath")
+	}
 	if len(o.Tags) > 0 {
 		args = append(args, "-tags", strings.Join(o.Tags, ","))
 	}
@@ -87,8 +97,11 @@ func inGitWorkTree() bool {
 }
 
 func build(dir string, env, args []string, pkgs ...string) error {
-	if slices.Contains(pkgs, IPAM) && !slices.Contains(pkgs, IPAMDirect) {
-		pkgs = append(slices.Clone(pkgs), IPAMDirect) // the thin rdmanet-ipam runs it without a daemon
+	pkgs = slices.Clone(pkgs)
+	for thin, direct := range map[string]string{SRIOV: SRIOVDirect, RDMA: RDMADirect, IPAM: IPAMDirect} {
+		if slices.Contains(pkgs, thin) && !slices.Contains(pkgs, direct) {
+			pkgs = append(pkgs, direct) // the thin plugin becomes it without a daemon
+		}
 	}
 	cmd := exec.Command("go", append(args, pkgs...)...)
 	if env != nil {

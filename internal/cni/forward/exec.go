@@ -1,13 +1,14 @@
 package forward
 
 import (
-	"errors"
+	"bytes"
 	"fmt"
 	"io"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"syscall"
+
+	"golang.org/x/sys/unix"
 )
 
 // Find looks for the binary name next to this executable (symlinks
@@ -32,25 +33,49 @@ func Find(name, cniPath string) (string, error) {
 	return "", fmt.Errorf("%s is not installed next to %s or on CNI_PATH (searched %v); fix: install %s in the CNI bin directory (rdmanet-install does)", name, filepath.Base(os.Args[0]), dirs, name)
 }
 
-// Run runs bin with args, this process's environment, stdin and stdout/
-// stderr, and exits with bin's exit status when bin fails (its error JSON
-// is already on stdout). It returns only when bin succeeded, or with the
-// error of a bin that could not be started.
-func Run(bin string, args []string, stdin io.Reader) error {
-	c := exec.Command(bin, args...)
-	c.Stdin = stdin
-	c.Stdout, c.Stderr = os.Stdout, os.Stderr
-	c.Env = os.Environ()
-	err := c.Run()
-	var ee *exec.ExitError
-	if errors.As(err, &ee) {
-		if st, ok := ee.Sys().(syscall.WaitStatus); ok && st.Exited() {
-			os.Exit(st.ExitStatus())
+// Exec replaces this process with bin run with args, this process's
+// environment and open stdout/stderr: the runtime that exec'd this plugin
+// waits for bin's answer and exit status as if it had exec'd bin itself
+// (same pid, signals reach bin, no second process to wait on). With stdin
+// not nil, bin reads stdin as its standard input (the caller read the
+// original); with nil it inherits this process's. Exec returns only with
+// the error of a bin that could not be started.
+func Exec(bin string, args []string, stdin []byte) error {
+	if stdin != nil {
+		if err := setStdin(bytes.NewReader(stdin)); err != nil {
+			return err
 		}
-		os.Exit(1)
+	}
+	err := syscall.Exec(bin, append([]string{bin}, args...), os.Environ())
+	return fmt.Errorf("exec %s: %w", bin, err)
+}
+
+// setStdin makes file descriptor 0 (and os.Stdin) read what r gives, from
+// an in-memory file: unlike a pipe it needs no writer, so it survives exec
+// and holds configs of any size.
+func setStdin(r io.Reader) error {
+	fd, err := unix.MemfdCreate("cni-stdin", unix.MFD_CLOEXEC)
+	if err != nil {
+		return fmt.Errorf("restore stdin: memfd_create: %w", err)
+	}
+	f := os.NewFile(uintptr(fd), "cni-stdin")
+	if fd != 0 {
+		defer f.Close() // fd 0 gets its own descriptor of the file below
+	}
+	if _, err := io.Copy(f, r); err != nil {
+		return fmt.Errorf("restore stdin: %w", err)
+	}
+	if _, err := f.Seek(0, io.SeekStart); err != nil {
+		return fmt.Errorf("restore stdin: %w", err)
+	}
+	if fd == 0 { // stdin was closed and the memfd took its number
+		_, err = unix.FcntlInt(0, unix.F_SETFD, 0)
+	} else {
+		err = unix.Dup3(fd, 0, 0) // the new descriptor is not close-on-exec
 	}
 	if err != nil {
-		return fmt.Errorf("run %s: %w", bin, err)
+		return fmt.Errorf("restore stdin: %w", err)
 	}
+	os.Stdin = os.NewFile(0, "/dev/stdin")
 	return nil
 }

@@ -4,7 +4,10 @@
 // the same code in-process with warm API clients and caches, and prints the
 // daemon's answer as its own. When no daemon answers, or the daemon declines
 // (another build, a test failpoint that must kill a process), the plugin does
-// the work itself, as before: nothing depends on the daemon for correctness.
+// the work itself: it replaces its own process with the plugin's direct
+// binary (sriov-direct, rdma-direct, rdmanet-ipam-direct), which runs the
+// call as the upstream plugin would. Nothing depends on the daemon for
+// correctness.
 //
 // The package links no Kubernetes client and no TLS: a forwarding plugin
 // starts, sends one JSON message over a unix socket and prints the answer.
@@ -136,40 +139,53 @@ func Getenv(environ []string, key string) string {
 	return v
 }
 
-// Main runs one exec of plugin: it forwards the call when a daemon answers
-// and exits with the daemon's answer; otherwise it calls local, the
-// plugin's own main (skel), with stdin as the runtime wrote it.
-func Main(plugin string, local func()) {
+// Main runs one exec of the thin plugin binary plugin: it forwards the
+// call when a daemon answers and exits with the daemon's answer; otherwise
+// it replaces this process with direct (the plugin doing the whole call,
+// installed next to it: Exec), which reads the runtime's stdin as written.
+func Main(plugin, direct string) {
 	cmd := os.Getenv("CNI_COMMAND")
 	socket := Socket(os.Getenv)
 	if !Forwarded(cmd) || socket == "" {
-		local()
+		Direct(plugin, direct, nil)
 		return
 	}
 	if _, err := os.Lstat(socket); err != nil {
-		local() // no daemon on this node: leave stdin untouched
+		Direct(plugin, direct, nil) // no daemon on this node: leave stdin untouched
 		return
 	}
 	stdin, err := io.ReadAll(io.LimitReader(os.Stdin, wire.MaxMessage+1))
 	if err != nil || len(stdin) > wire.MaxMessage {
-		// let the plugin read and report it as it always has
-		if rerr := restoreStdin(stdin, os.Stdin); rerr != nil {
+		// let the direct plugin read and report it as it always has
+		if rerr := setStdin(io.MultiReader(bytes.NewReader(stdin), os.Stdin)); rerr != nil {
 			fail(plugin, rerr)
 		}
-		local()
+		Direct(plugin, direct, nil)
 		return
 	}
 	bi, ok := debug.ReadBuildInfo()
 	if !ok {
-		runLocal(plugin, stdin, local)
+		Direct(plugin, direct, stdin)
 		return
 	}
 	r := Call(socket, plugin, cmd, stdin, Environ(os.Environ(), os.Hostname), bi.String())
 	if r.Outcome == Local {
-		runLocal(plugin, stdin, local)
+		Direct(plugin, direct, stdin)
 		return
 	}
 	os.Exit(Print(r, os.Stdout))
+}
+
+// runDirect replaces this process with the direct binary, with this
+// process's arguments and environment, and stdin when not nil (else the
+// process's own). It returns only to fail: the error is printed as the
+// plugin's CNI error and the process exits 1.
+func Direct(plugin, direct string, stdin []byte) {
+	bin, err := Find(direct, os.Getenv("CNI_PATH"))
+	if err == nil {
+		err = Exec(bin, os.Args[1:], stdin)
+	}
+	fail(plugin, fmt.Errorf("no rdmanet daemon answered, and %w", err))
 }
 
 // Environ is the environment sent with a call: the process's, with
@@ -202,32 +218,6 @@ func Print(r Result, stdout io.Writer) int {
 		return 1
 	}
 	return 0
-}
-
-func runLocal(plugin string, stdin []byte, local func()) {
-	if err := restoreStdin(stdin, nil); err != nil {
-		fail(plugin, err)
-	}
-	local()
-}
-
-// restoreStdin makes os.Stdin read data (and then the rest of rest, when
-// not nil), for a plugin main that reads stdin itself.
-func restoreStdin(data []byte, rest io.Reader) error {
-	r, w, err := os.Pipe()
-	if err != nil {
-		return fmt.Errorf("restore stdin: %w", err)
-	}
-	go func() {
-		var src io.Reader = bytes.NewReader(data)
-		if rest != nil {
-			src = io.MultiReader(src, rest)
-		}
-		_, _ = io.Copy(w, src)
-		w.Close()
-	}()
-	os.Stdin = r
-	return nil
 }
 
 func fail(plugin string, err error) {

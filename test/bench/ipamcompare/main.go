@@ -46,6 +46,7 @@ func main() {
 	flag.IntVar(&o.adds, "adds", 1000, "ADDs per plugin (then as many DELs)")
 	flag.IntVar(&o.nodes, "nodes", 10, "node identities")
 	flag.IntVar(&o.conc, "concurrency", 10, "calls at once")
+	flag.IntVar(&o.serial, "serial", 200, "rdmanet-daemon row: ADDs (then DELs) one at a time after the concurrent run, for the forwarding binary's own cost; 0 skips")
 	flag.StringVar(&o.cidr, "range", "10.100.0.0/16", "range every plugin allocates from")
 	flag.StringVar(&o.bin, "bin", "", "directory with rdmanet-ipam, rdmanet-ipam-direct and rdmanet-daemon of one VCS-stamped build (required)")
 	flag.StringVar(&o.whereabouts, "whereabouts", ".tools/bin/whereabouts", "the Whereabouts plugin binary")
@@ -59,7 +60,7 @@ func main() {
 }
 
 type opts struct {
-	adds, nodes, conc                  int
+	adds, nodes, conc, serial          int
 	cidr, bin, whereabouts, crds, rows string
 }
 
@@ -68,6 +69,9 @@ type row struct {
 	// daemon rows: the daemon's own time per ADD and the rest of each
 	// call's latency (the forwarding binary's start, request and answer)
 	daemonP50, overheadP50, overheadP99 time.Duration
+	// the same, with the daemon row's ADDs one at a time (-serial): the
+	// thin binary's own cost without waiting for a core behind other calls
+	serialDaemonP50, serialOverheadP50, serialOverheadP99 time.Duration
 	// CPU time of the ADD phase: plugin processes, and by server process
 	cpu                          map[string]time.Duration
 	add, del                     ipamload.Run
@@ -131,6 +135,10 @@ func run(o opts) error {
 		if r.name == "rdmanet-daemon" {
 			fmt.Printf("ipam-compare: plugin=%s add_daemon_p50_ms=%.1f forwarding_cost_p50_ms=%.1f forwarding_cost_p99_ms=%.1f (ADD latency less the daemon's own time: the thin binary's start, request and answer)\n",
 				r.name, ms(r.daemonP50), ms(r.overheadP50), ms(r.overheadP99))
+			if o.serial > 0 {
+				fmt.Printf("ipam-compare: plugin=%s serial_adds=%d add_daemon_p50_ms=%.1f forwarding_cost_alone_p50_ms=%.1f forwarding_cost_alone_p99_ms=%.1f (one call at a time: the thin binary's own start, request and answer)\n",
+					r.name, o.serial, ms(r.serialDaemonP50), ms(r.serialOverheadP50), ms(r.serialOverheadP99))
+			}
 		}
 		if r.failed+r.duplicates+r.leftover > 0 && r.name != "whereabouts" {
 			bad++
@@ -245,7 +253,35 @@ func runRow(ctx context.Context, o opts, srv *apiserver.Server, name, tmp, kubec
 		return r, err
 	}
 	progress(fmt.Sprintf("%s: DELs took %.1fs", name, r.del.Wall.Seconds()))
+	if name == "rdmanet-daemon" && o.serial > 0 {
+		if err := serialCost(ctx, &r, l, o.serial, filepath.Join(tmp, name)); err != nil {
+			return r, err
+		}
+	}
 	return r, nil
+}
+
+// serialCost runs n ADDs through the daemons one at a time and reads the
+// forwarding cost of each (its latency less the daemon's own time), then
+// DELs them; a failure or duplicate counts in the row.
+func serialCost(ctx context.Context, r *row, l *ipamload.Load, n int, logDir string) error {
+	progress(fmt.Sprintf("rdmanet-daemon: %d ADDs one at a time (the forwarding binary's own cost)", n))
+	s := *l
+	s.Prefix = l.Prefix + "-serial"
+	add := s.Do(ctx, "ADD", n, 1)
+	failed, first := add.Failed()
+	if first != nil {
+		return fmt.Errorf("%d serial ADDs failed; first: %w", failed, first)
+	}
+	r.duplicates += add.Duplicates()
+	var err error
+	if r.serialDaemonP50, r.serialOverheadP50, r.serialOverheadP99, err = forwardingCost(&s, add, logDir); err != nil {
+		return err
+	}
+	if failed, first := s.Do(ctx, "DEL", n, 1).Failed(); first != nil {
+		return fmt.Errorf("%d serial DELs failed; first: %w", failed, first)
+	}
+	return nil
 }
 
 // leftovers counts the allocations the plugin's store still holds.

@@ -6,7 +6,6 @@
 package shim
 
 import (
-	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -125,8 +124,8 @@ func tryAgain(socket, cmd string, a *skel.CmdArgs, err error) error {
 	return types.NewError(types.ErrTryAgainLater, fmt.Sprintf("rdmanet daemon at %s did not answer %s for container %s: %v", socket, cmd, a.ContainerID, err), "")
 }
 
-// direct runs rdmanet-direct with the same environment and config and
-// passes its output and exit status through. Without rdmanet-direct, a DEL
+// direct becomes rdmanet-direct (exec) with the same environment and
+// config, so the runtime gets its output and exit status. Without rdmanet-direct, a DEL
 // or GC with nothing to clean up (no cache of the container) succeeds.
 func direct(cmd string, a *skel.CmdArgs, conf wire.Conf) error {
 	bin, err := forward.Find(DirectBinary, a.Path)
@@ -138,10 +137,9 @@ func direct(cmd string, a *skel.CmdArgs, conf wire.Conf) error {
 		}
 		return types.NewError(types.ErrInternal, err.Error(), "")
 	}
-	if err := forward.Run(bin, nil, bytes.NewReader(a.StdinData)); err != nil {
-		return types.NewError(types.ErrInternal, err.Error(), "")
-	}
-	return nil
+	// replaces this process; returns only when rdmanet-direct cannot start
+	err = forward.Exec(bin, nil, a.StdinData)
+	return types.NewError(types.ErrInternal, err.Error(), "")
 }
 
 // DefaultCNIDir is the meta plugin's default cache dir (meta.DefaultCNIDir;
