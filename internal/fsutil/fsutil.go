@@ -32,6 +32,15 @@ func WriteFileAtomic(path string, data []byte, perm os.FileMode) error {
 	return writeFileAtomic(path, data, perm, syncFile)
 }
 
+// ReplaceFile is WriteFileAtomic without the fsyncs: readers see the old
+// or the new content whole, never a mix, but after a power loss either (or
+// no file) may be there. For node-local caches whose loss or staleness is
+// safe by design (a stale entry is checked against the API server before
+// it matters); state that must survive uses WriteFileAtomic.
+func ReplaceFile(path string, data []byte, perm os.FileMode) error {
+	return writeFileAtomic(path, data, perm, func(*os.File) error { return nil })
+}
+
 // syncFile is the production fsync.
 func syncFile(f *os.File) error { return f.Sync() }
 

@@ -2,6 +2,7 @@ package fsutil
 
 import (
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
@@ -255,5 +256,33 @@ func TestWriteFileAtomicRemovesStaleTemps(t *testing.T) {
 		if gone := os.IsNotExist(err); gone != f.wantGone {
 			t.Errorf("%s: gone %v, want %v", f.name, gone, f.wantGone)
 		}
+	}
+}
+
+// TestReplaceFile: the cache writer replaces the content whole, with the
+// mode asked, and leaves no temporary file (it only skips the fsyncs).
+func TestReplaceFile(t *testing.T) {
+	for _, old := range []string{"", "old content, longer than the new"} {
+		t.Run(fmt.Sprintf("old=%q", old), func(t *testing.T) {
+			dir := t.TempDir()
+			p := filepath.Join(dir, "c.json")
+			if old != "" {
+				if err := os.WriteFile(p, []byte(old), 0o644); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if err := ReplaceFile(p, []byte("new"), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			if b, err := os.ReadFile(p); err != nil || string(b) != "new" {
+				t.Fatalf("content %q (%v), want new", b, err)
+			}
+			if fi, _ := os.Stat(p); fi.Mode().Perm() != 0o600 {
+				t.Errorf("perm %v, want 0600", fi.Mode().Perm())
+			}
+			if tmp := TempFiles(p); len(tmp) != 0 {
+				t.Errorf("temporary files left: %v", tmp)
+			}
+		})
 	}
 }

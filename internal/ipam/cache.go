@@ -25,6 +25,10 @@ import (
 // resourceVersions stale; the update then conflicts and the caller drops the
 // cache and lists.
 // A cached "owner already holds X" is re-read from the store before use.
+// The file is not fsynced (fsutil.ReplaceFile), nor is drop's removal: after
+// a power loss an older cache may be back, which is the stale case above
+// (its resourceVersions conflict; the node lists). A cache is never newer
+// than the store: it is written only after the store accepted the write.
 type blockCache struct {
 	path string
 	node string
@@ -78,7 +82,9 @@ func (c *blockCache) store(blocks []v1alpha1.IPAMBlock) {
 	if err != nil {
 		return
 	}
-	_ = fsutil.WriteFileAtomic(c.path, data, 0o600)
+	// no fsync: a cache a power loss made stale is safe (see above), and
+	// the two fsyncs cost each ADD and DEL more than the rest of its disk work
+	_ = fsutil.ReplaceFile(c.path, data, 0o600)
 }
 
 // gatewayMarker remembers on the node that a pool's gateway is reserved in
@@ -107,6 +113,6 @@ func (m *gatewayMarker) has(gw netip.Addr) bool {
 // set records gw (best effort: without the marker the next call checks again).
 func (m *gatewayMarker) set(gw netip.Addr) {
 	if m != nil {
-		_ = fsutil.WriteFileAtomic(m.path, []byte(gw.String()), 0o600)
+		_ = fsutil.ReplaceFile(m.path, []byte(gw.String()), 0o600) // a lost marker costs one List
 	}
 }
