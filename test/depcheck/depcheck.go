@@ -52,4 +52,5 @@ var ThinPlugin = []Rule{
 	{Name: "CNI skeleton", Prefix: "github.com/containernetworking/cni/pkg/skel", Why: "the skeleton (and invoke's OpenTelemetry) belongs to the -direct binaries"},
 	{Name: "OpenTelemetry", Prefix: "go.opentelemetry.io/", Why: "initialised at start"},
 	{Name: "tls", Prefix: "crypto/tls", Why: "no TLS on the forwarding path"},
+	{Name: "prometheus client", Prefix: "github.com/prometheus/", Why: "metrics are the daemon's"},
 }
