@@ -365,8 +365,9 @@ func (w *workload) draCovers(rn string) bool {
 	return false
 }
 
-// noteClaims adds the claims' evidence and returns what they tell.
-func (w *workload) noteClaims() (exclusive, shared, unknown bool) {
+// noteClaims adds the claims' evidence and records in seen the mode of each
+// NIC they request.
+func (w *workload) noteClaims(seen *modeEvidence) {
 	for i := range w.claims {
 		pc := &w.claims[i]
 		if pc.claim == nil {
@@ -386,14 +387,7 @@ func (w *workload) noteClaims() (exclusive, shared, unknown bool) {
 					kind = "any kind"
 				}
 				w.note("claim %s → %s request %s: class %s (%s) selects driver %s, %s, %s: %s, %s", pc.name, pc.claim.obj.Ref(), r.name, strings.Join(r.classes, " | "), r.class.where(), DRADriver, kind, pool, kindWord(r.kind), r.devices())
-				switch r.kind {
-				case resExclusive:
-					exclusive = true
-				case resShared:
-					shared = true
-				default:
-					unknown = true
-				}
+				seen.add(r.kind)
 			case r.gpu:
 				gpus = append(gpus, fmt.Sprintf("%s (%s)", r.name, r.devices()))
 			case r.unknown:
@@ -404,7 +398,6 @@ func (w *workload) noteClaims() (exclusive, shared, unknown bool) {
 			w.note("claim %s → %s GPU requests %s", pc.name, pc.claim.obj.Ref(), strings.Join(gpus, ", "))
 		}
 	}
-	return exclusive, shared, unknown
 }
 
 // RDMA090: GPU and NIC requests of one claim not aligned pairwise on the

@@ -324,7 +324,7 @@ func (w *workload) decideMode() {
 			w.note("pod template %s", w.t.Path)
 		}
 	}
-	exclusive, shared, rdmaUnknown := false, false, false
+	var seen modeEvidence
 	if w.hostNetwork() {
 		w.note("hostNetwork: true (pod shares the node's netns and sees its RDMA NICs)")
 	}
@@ -335,18 +335,9 @@ func (w *workload) decideMode() {
 		default:
 			w.note("requests %s: %d (%s by name; no pool for it in the input)", r.name, r.limit, kindWord(r.kind))
 		}
-		switch r.kind {
-		case resExclusive:
-			exclusive = true
-		case resShared:
-			shared = true
-		default:
-			rdmaUnknown = true
-		}
+		seen.add(r.kind)
 	}
-	if e, s, u := w.noteClaims(); e || s || u {
-		exclusive, shared, rdmaUnknown = exclusive || e, shared || s, rdmaUnknown || u
-	}
+	w.noteClaims(&seen)
 	for _, n := range w.nets {
 		label := n.sel.Name
 		if n.sel.Namespace != "" {
@@ -358,11 +349,8 @@ func (w *workload) decideMode() {
 				types = append(types, p.Type)
 			}
 			w.note("network %s@%s → %s (%s)", label, ifaceOrUnknown(n.sel.Interface), n.nad.Ref(), strings.Join(types, " → "))
-			switch nadKind(n.nad) {
-			case resExclusive:
-				exclusive = true
-			case resShared:
-				shared = true
+			if k := nadKind(n.nad); k != "" {
+				seen.add(k)
 			}
 		} else if len(n.other) > 0 {
 			w.note("network %s@%s (%s; NAD only in namespace %s)", label, ifaceOrUnknown(n.sel.Interface), w.netsKey, n.other[0].Namespace)
@@ -407,14 +395,14 @@ func (w *workload) decideMode() {
 			w.note("no RDMA device, IPC_LOCK or NCCL IB setting: cannot tell whether RDMA is used")
 			w.mode = ModeUnknown
 		}
-	case exclusive && shared:
+	case seen.exclusive && seen.shared:
 		w.note("conflicting evidence: both exclusive (VF) and shared-HCA resources/networks")
 		w.mode = ModeUnknown
-	case exclusive:
+	case seen.exclusive:
 		w.mode = ModeExclusive
-	case shared:
+	case seen.shared:
 		w.mode = ModeShared
-	case len(w.nets) > 0 || rdmaUnknown:
+	case len(w.nets) > 0 || seen.unknown:
 		// No pool or NAD tells the model; fall back to the seed's fingerprint:
 		// NCCL_SOCKET_IFNAME naming the inserted interface means a VF was
 		// moved into the pod (Seed 2, 10.3).
@@ -449,6 +437,23 @@ func (w *workload) privileged() bool {
 		}
 	}
 	return false
+}
+
+// modeEvidence is what the devices and networks a workload gets tell of its
+// RDMA attachment mode.
+type modeEvidence struct{ exclusive, shared, unknown bool }
+
+// add records a device of resource kind k: resExclusive, resShared, or any
+// other kind, an RDMA device whose mode is not told.
+func (m *modeEvidence) add(k string) {
+	switch k {
+	case resExclusive:
+		m.exclusive = true
+	case resShared:
+		m.shared = true
+	default:
+		m.unknown = true
+	}
 }
 
 func kindWord(k string) string {
