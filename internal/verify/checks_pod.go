@@ -14,8 +14,6 @@ import (
 // capIPCLock is the bit of CAP_IPC_LOCK in CapEff.
 const capIPCLock = 14
 
-var podChecks = []string{IDTrainingIf, IDDefaultRoute, IDRDMADevice, IDDevInfiniband, IDRoCEGID, IDMemlock, IDCapIPCLock, IDNCCLTransport, IDNCCLIBHCA, IDNCCLSocketIfname, IDNCCLGIDIndex}
-
 func (c *checker) inPod() {
 	const L = LayerPod
 	if c.view == nil {
