@@ -3,19 +3,13 @@ package render
 import (
 	"context"
 	"encoding/json"
-	"fmt"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/client-go/discovery"
-	"k8s.io/client-go/discovery/cached/memory"
-	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/restmapper"
 
 	"github.com/rdmanet/rdmanet/test/apiserver"
 )
@@ -34,15 +28,6 @@ func TestRenderedAPIServer(t *testing.T) {
 	if _, err := cs.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "ai-training"}}, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
 		t.Fatal(err)
 	}
-	dc, err := discovery.NewDiscoveryClientForConfig(api.Config())
-	if err != nil {
-		t.Fatal(err)
-	}
-	dyn, err := dynamic.NewForConfig(api.Config())
-	if err != nil {
-		t.Fatal(err)
-	}
-	mapper := restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(dc))
 	for _, tc := range []struct {
 		name string
 		spec Spec
@@ -59,6 +44,7 @@ func TestRenderedAPIServer(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
+			objs := make([]*unstructured.Unstructured, 0, len(docs))
 			for _, d := range docs {
 				b, err := json.Marshal(d.Object)
 				if err != nil {
@@ -68,19 +54,10 @@ func TestRenderedAPIServer(t *testing.T) {
 				if err := u.UnmarshalJSON(b); err != nil {
 					t.Fatal(err)
 				}
-				ref := fmt.Sprintf("%s %s/%s", u.GetKind(), u.GetNamespace(), u.GetName())
-				gvk := u.GroupVersionKind()
-				m, err := mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
-				if err != nil {
-					t.Fatalf("%s: %v", ref, err)
-				}
-				var ri dynamic.ResourceInterface = dyn.Resource(m.Resource)
-				if m.Scope.Name() == apimeta.RESTScopeNameNamespace {
-					ri = dyn.Resource(m.Resource).Namespace(u.GetNamespace())
-				}
-				if _, err := ri.Create(ctx, &u, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}, FieldValidation: "Strict"}); err != nil {
-					t.Errorf("%s rejected by the API server: %v", ref, err)
-				}
+				objs = append(objs, &u)
+			}
+			if err := apiserver.DryRunCreate(ctx, api.Config(), objs...); err != nil {
+				t.Error(err)
 			}
 		})
 	}

@@ -336,58 +336,52 @@ func TestDeployComponents(t *testing.T) {
 		}
 	}
 	// the real API server accepts the Service
-	mapper, dyn := dynamicClients(t, apiserver.Shared(t))
-	ctx := context.Background()
-	for _, d := range loadDeploy(t) {
-		if d.obj.GetKind() == "Namespace" {
-			if _, err := resourceFor(t, mapper, dyn, d).Create(ctx, d.obj.DeepCopy(), metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
-				t.Fatal(err)
-			}
-		}
-	}
-	for _, d := range mon {
-		if d.obj.GetKind() != "Service" {
-			continue
-		}
-		_, err := resourceFor(t, mapper, dyn, d).Create(ctx, d.obj.DeepCopy(), metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}, FieldValidation: "Strict"})
-		if err != nil {
-			t.Fatalf("%s rejected by the API server: %v", d, err)
-		}
+	api := apiserver.Shared(t)
+	createDeployNamespaces(t, api, loadDeploy(t))
+	if err := apiserver.DryRunCreate(context.Background(), api.Config(), deployObjects(mon, "Service")...); err != nil {
+		t.Fatal(err)
 	}
 }
 
 // TestDeployDryRun: every object under deploy/ is accepted by the real API
 // server — server-side dry-run create with strict field validation (CRDs
-// the harness installed already exist: a dry-run server-side apply instead).
-// The namespace is then created for real, so namespaced objects pass admission.
+// the harness installed already exist: a dry-run server-side apply instead;
+// apiserver.DryRunCreate). The namespaces are created for real first, so
+// namespaced objects pass admission.
 func TestDeployDryRun(t *testing.T) {
-	mapper, dyn := dynamicClients(t, apiserver.Shared(t))
-	ctx := context.Background()
-	for _, d := range loadDeploy(t) {
-		t.Run(d.file+"/"+d.obj.GetKind()+"/"+d.obj.GetName(), func(t *testing.T) {
-			ri := resourceFor(t, mapper, dyn, d)
-			obj := d.obj.DeepCopy()
-			dry := []string{metav1.DryRunAll}
-			_, err := ri.Create(ctx, obj, metav1.CreateOptions{DryRun: dry, FieldValidation: "Strict"})
-			if apierrors.IsAlreadyExists(err) {
-				data, jerr := json.Marshal(obj)
-				if jerr != nil {
-					t.Fatal(jerr)
-				}
-				force := true
-				_, err = ri.Patch(ctx, obj.GetName(), k8stypes.ApplyPatchType, data,
-					metav1.PatchOptions{DryRun: dry, FieldManager: "rdmanet-deploy-test", Force: &force, FieldValidation: "Strict"})
-			}
-			if err != nil {
-				t.Fatalf("%s rejected by the API server: %v", d, err)
-			}
-			if d.obj.GetKind() == "Namespace" {
-				if _, err := ri.Create(ctx, d.obj.DeepCopy(), metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
-					t.Fatal(err)
-				}
-			}
-		})
+	api := apiserver.Shared(t)
+	objs := loadDeploy(t)
+	createDeployNamespaces(t, api, objs)
+	if err := apiserver.DryRunCreate(context.Background(), api.Config(), deployObjects(objs)...); err != nil {
+		t.Error(err)
 	}
+}
+
+// createDeployNamespaces creates the Namespaces among objs for real (those
+// missing), so the namespaced objects pass admission.
+func createDeployNamespaces(t testing.TB, api *apiserver.Server, objs []deployObject) {
+	t.Helper()
+	mapper, dyn := dynamicClients(t, api)
+	for _, d := range objs {
+		if d.obj.GetKind() != "Namespace" {
+			continue
+		}
+		if _, err := resourceFor(t, mapper, dyn, d).Create(context.Background(), d.obj.DeepCopy(), metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+			t.Fatal(err)
+		}
+	}
+}
+
+// deployObjects are the objects of objs, only those of the given kinds when
+// any are given.
+func deployObjects(objs []deployObject, kinds ...string) []*unstructured.Unstructured {
+	var out []*unstructured.Unstructured
+	for _, d := range objs {
+		if len(kinds) == 0 || slices.Contains(kinds, d.obj.GetKind()) {
+			out = append(out, d.obj)
+		}
+	}
+	return out
 }
 
 // dynamicClients are a discovery-backed RESTMapper and a dynamic client for api.
