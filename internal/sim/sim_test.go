@@ -225,11 +225,11 @@ func TestCheckBinariesRefusesProductionBuilds(t *testing.T) {
 		from    map[string]string // binary -> built file ("" = a shell script)
 		wantErr []string
 	}{
-		{name: "test-switch builds", from: map[string]string{"sriov": tagBin, "rdma": tagBin}},
-		{name: "production sriov and rdma", from: map[string]string{"sriov": prodBin, "rdma": prodBin},
-			wantErr: []string{"sriov (built without -tags rdmanet_testhooks)", "rdma (built without", "RDMANET_NETOPS=record", "make demo-bin", "bin/testhooks"}},
-		{name: "production rdma only", from: map[string]string{"sriov": tagBin, "rdma": prodBin}, wantErr: []string{"rdma (built without"}},
-		{name: "not a Go binary", from: map[string]string{"sriov": "", "rdma": tagBin}, wantErr: []string{"sriov (no Go build info"}},
+		{name: "test-switch builds", from: map[string]string{"sriov-direct": tagBin, "rdma-direct": tagBin}},
+		{name: "production sriov and rdma", from: map[string]string{"sriov-direct": prodBin, "rdma-direct": prodBin},
+			wantErr: []string{"sriov-direct (built without -tags rdmanet_testhooks)", "rdma-direct (built without", "RDMANET_NETOPS=record", "make demo-bin", "bin/testhooks"}},
+		{name: "production rdma only", from: map[string]string{"sriov-direct": tagBin, "rdma-direct": prodBin}, wantErr: []string{"rdma-direct (built without"}},
+		{name: "not a Go binary", from: map[string]string{"sriov-direct": "", "rdma-direct": tagBin}, wantErr: []string{"sriov-direct (no Go build info"}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
