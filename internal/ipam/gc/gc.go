@@ -139,6 +139,50 @@ func Run(ctx context.Context, opts Options) (Report, error) {
 	}
 	grace := opts.grace()
 	newest := newestSandboxes(blocks)
+	decide := func(b *v1alpha1.IPAMBlock, addr string, a v1alpha1.Allocation) (string, bool) {
+		reason := ""
+		if a.PodName != "" {
+			p, ok := pods[a.PodNamespace+"/"+a.PodName]
+			ip, _ := netip.ParseAddr(addr)
+			switch {
+			case !ok:
+				reason = ReasonPodGone
+			case a.PodUID != "" && p.UID != a.PodUID:
+				reason = ReasonPodReplaced
+			case p.Terminal:
+				reason = ReasonPodDone
+			case a.PodUID != "" && p.IPs[ip]:
+				// The status (possibly lagging) still lists it: keep.
+			case a.PodUID != "":
+				if cid, ok := newest[sandboxKey(b, ip, a)]; ok && cid != a.ContainerID {
+					reason = ReasonStale
+				}
+			}
+		} else if node := firstNonEmpty(a.Node, b.Spec.Node); !nodes[node] {
+			reason = ReasonNodeGone
+		}
+		if reason != "" && young(a, now, grace) {
+			rep.Young++
+			reason = ""
+		}
+		return reason, reason != ""
+	}
+	nodeGone := func(b *v1alpha1.IPAMBlock) bool { return !nodes[b.Spec.Node] }
+	err = walk(ctx, opts, blocks, &rep, decide, nodeGone)
+	return rep, err
+}
+
+// walk is the pass Run and ReleasePods share over the blocks they listed:
+// in block name order, for the blocks of opts.Network, it asks decide about
+// every allocation but the reservations (kept always) and releases those
+// decide answers true for, with the answered reason, through apply's
+// compare-and-swap updates (opts.DryRun: reports them, writes nothing). A
+// block nodeGone reports (nil: none) is deleted once it is empty. It adds to
+// rep's counts, Released and DeletedBlocks, and returns the blocks' errors,
+// joined.
+func walk(ctx context.Context, opts Options, blocks []v1alpha1.IPAMBlock, rep *Report,
+	decide func(b *v1alpha1.IPAMBlock, addr string, a v1alpha1.Allocation) (reason string, release bool),
+	nodeGone func(b *v1alpha1.IPAMBlock) bool) error {
 	slices.SortFunc(blocks, func(x, y v1alpha1.IPAMBlock) int { return cmpStr(x.Name, y.Name) })
 	var errs []error
 	for i := range blocks {
@@ -155,47 +199,26 @@ func Run(ctx context.Context, opts Options) (Report, error) {
 				rep.Reserved++
 				continue
 			}
-			reason := ""
-			if a.PodName != "" {
-				p, ok := pods[a.PodNamespace+"/"+a.PodName]
-				ip, _ := netip.ParseAddr(addr)
-				switch {
-				case !ok:
-					reason = ReasonPodGone
-				case a.PodUID != "" && p.UID != a.PodUID:
-					reason = ReasonPodReplaced
-				case p.Terminal:
-					reason = ReasonPodDone
-				case a.PodUID != "" && p.IPs[ip]:
-					// The status (possibly lagging) still lists it: keep.
-				case a.PodUID != "":
-					if cid, ok := newest[sandboxKey(b, ip, a)]; ok && cid != a.ContainerID {
-						reason = ReasonStale
-					}
-				}
-			} else if node := firstNonEmpty(a.Node, b.Spec.Node); !nodes[node] {
-				reason = ReasonNodeGone
-			}
-			if reason != "" && young(a, now, grace) {
-				rep.Young++
-				reason = ""
-			}
-			if reason == "" {
+			reason, release := decide(b, addr, a)
+			if !release {
 				rep.Kept++
 				continue
 			}
 			rel = append(rel, Release{Block: b.Name, Address: addr, Holder: a, Reason: reason, Network: b.Spec.Network, BlockNode: b.Spec.Node})
 		}
+		gone := nodeGone != nil && nodeGone(b)
+		if len(rel) == 0 && !gone {
+			continue // nothing to write
+		}
 		slices.SortFunc(rel, func(x, y Release) int { return cmpStr(x.Address, y.Address) })
-		nodeGone := !nodes[b.Spec.Node]
 		if opts.DryRun {
 			rep.Released = append(rep.Released, rel...)
-			if nodeGone && len(rel) == len(b.Spec.Allocations) {
+			if gone && len(rel) == len(b.Spec.Allocations) {
 				rep.DeletedBlocks = append(rep.DeletedBlocks, b.Name)
 			}
 			continue
 		}
-		done, deleted, err := apply(ctx, opts, b, rel, nodeGone)
+		done, deleted, err := apply(ctx, opts, b, rel, gone)
 		rep.Released = append(rep.Released, done...)
 		if deleted {
 			rep.DeletedBlocks = append(rep.DeletedBlocks, b.Name)
@@ -204,7 +227,7 @@ func Run(ctx context.Context, opts Options) (Report, error) {
 			errs = append(errs, fmt.Errorf("rdmanet-ipam gc: block %s: %w", b.Name, err))
 		}
 	}
-	return rep, errors.Join(errs...)
+	return errors.Join(errs...)
 }
 
 // podInterface identifies one interface of one pod in one network and

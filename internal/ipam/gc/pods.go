@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 
 	v1alpha1 "github.com/rdmanet/rdmanet/api/ipam/v1alpha1"
 	"github.com/rdmanet/rdmanet/internal/ipam"
@@ -39,40 +38,13 @@ func ReleasePods(ctx context.Context, opts Options, gone map[PodRef]string) (Rep
 	if err != nil {
 		return rep, fmt.Errorf("rdmanet-ipam gc: list blocks: %w", err)
 	}
-	slices.SortFunc(blocks, func(x, y v1alpha1.IPAMBlock) int { return cmpStr(x.Name, y.Name) })
-	var errs []error
-	for i := range blocks {
-		b := &blocks[i]
-		if opts.Network != "" && b.Spec.Network != opts.Network {
-			continue
+	decide := func(_ *v1alpha1.IPAMBlock, _ string, a v1alpha1.Allocation) (string, bool) {
+		if a.PodUID == "" {
+			return "", false
 		}
-		rep.Blocks++
-		var rel []Release
-		for addr, a := range b.Spec.Allocations {
-			rep.Allocations++
-			reason, ok := gone[PodRef{Namespace: a.PodNamespace, Name: a.PodName, UID: a.PodUID}]
-			if a.Reserved != "" || a.PodUID == "" || !ok {
-				rep.Kept++
-				if a.Reserved != "" {
-					rep.Reserved++
-				}
-				continue
-			}
-			rel = append(rel, Release{Block: b.Name, Address: addr, Holder: a, Reason: reason, Network: b.Spec.Network, BlockNode: b.Spec.Node})
-		}
-		if len(rel) == 0 {
-			continue
-		}
-		slices.SortFunc(rel, func(x, y Release) int { return cmpStr(x.Address, y.Address) })
-		if opts.DryRun {
-			rep.Released = append(rep.Released, rel...)
-			continue
-		}
-		done, _, err := apply(ctx, opts, b, rel, false)
-		rep.Released = append(rep.Released, done...)
-		if err != nil {
-			errs = append(errs, fmt.Errorf("rdmanet-ipam gc: block %s: %w", b.Name, err))
-		}
+		reason, ok := gone[PodRef{Namespace: a.PodNamespace, Name: a.PodName, UID: a.PodUID}]
+		return reason, ok
 	}
-	return rep, errors.Join(errs...)
+	err = walk(ctx, opts, blocks, &rep, decide, nil)
+	return rep, err
 }

@@ -15,7 +15,7 @@ import (
 
 func TestReleasePods(t *testing.T) {
 	ctx := context.Background()
-	cfg, err := ipam.Parse([]byte(`{"cniVersion":"1.0.0","name":"t","ipam":{"range":"10.91.0.0/24","node_slice_size":"/28"}}`), ipam.Env{})
+	cfg, err := ipam.Parse([]byte(`{"cniVersion":"1.0.0","name":"t","ipam":{"range":"10.91.0.0/24","node_slice_size":"/28","gateway":"10.91.0.1"}}`), ipam.Env{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -35,29 +35,53 @@ func TestReleasePods(t *testing.T) {
 		dryRun  bool
 		want    map[string]string // pod name → reason of its released address
 		keptPod []string          // pod names whose address stays
+		// reserved is the reservations the pass saw (the gateway's, kept
+		// always); 0 when it listed nothing.
+		reserved int
 	}{
 		{
-			name:    "deleted and terminal pods released at any age, others kept",
-			gone:    map[gc.PodRef]string{ref(deleted): gc.ReasonPodGone, ref(terminal): gc.ReasonPodDone},
-			want:    map[string]string{deleted.PodName: gc.ReasonPodGone, terminal.PodName: gc.ReasonPodDone},
-			keptPod: []string{live.PodName, noUID.PodName, sameNameOtherUID.PodName},
+			name:     "deleted and terminal pods released at any age, others kept",
+			gone:     map[gc.PodRef]string{ref(deleted): gc.ReasonPodGone, ref(terminal): gc.ReasonPodDone},
+			want:     map[string]string{deleted.PodName: gc.ReasonPodGone, terminal.PodName: gc.ReasonPodDone},
+			keptPod:  []string{live.PodName, noUID.PodName, sameNameOtherUID.PodName},
+			reserved: 1,
 		},
 		{
-			name:    "allocation without a pod UID is never released by name",
-			gone:    map[gc.PodRef]string{{Namespace: noUID.PodNamespace, Name: noUID.PodName}: gc.ReasonPodGone},
-			keptPod: []string{deleted.PodName, terminal.PodName, live.PodName, noUID.PodName, sameNameOtherUID.PodName},
+			name:     "allocation without a pod UID is never released by name",
+			gone:     map[gc.PodRef]string{{Namespace: noUID.PodNamespace, Name: noUID.PodName}: gc.ReasonPodGone},
+			keptPod:  []string{deleted.PodName, terminal.PodName, live.PodName, noUID.PodName, sameNameOtherUID.PodName},
+			reserved: 1,
 		},
 		{
-			name:    "same name with another UID (recreated pod) is kept",
-			gone:    map[gc.PodRef]string{{Namespace: sameNameOtherUID.PodNamespace, Name: sameNameOtherUID.PodName, UID: "old-uid"}: gc.ReasonPodGone},
-			keptPod: []string{deleted.PodName, terminal.PodName, live.PodName, noUID.PodName, sameNameOtherUID.PodName},
+			// The gateway's reservation has no pod identity: the empty
+			// PodRef names it, and it stays.
+			name:     "reservation kept even when gone holds the empty pod identity",
+			gone:     map[gc.PodRef]string{{}: gc.ReasonPodGone},
+			keptPod:  []string{deleted.PodName, terminal.PodName, live.PodName, noUID.PodName, sameNameOtherUID.PodName},
+			reserved: 1,
 		},
 		{
-			name:    "dry run reports without writing",
-			gone:    map[gc.PodRef]string{ref(deleted): gc.ReasonPodGone},
-			dryRun:  true,
-			want:    map[string]string{deleted.PodName: gc.ReasonPodGone},
-			keptPod: []string{deleted.PodName, terminal.PodName, live.PodName, noUID.PodName, sameNameOtherUID.PodName},
+			// The key decides, not the reason: an entry without one still
+			// releases (reported with the empty reason).
+			name:     "gone entry without a reason still releases",
+			gone:     map[gc.PodRef]string{ref(deleted): ""},
+			want:     map[string]string{deleted.PodName: ""},
+			keptPod:  []string{terminal.PodName, live.PodName, noUID.PodName, sameNameOtherUID.PodName},
+			reserved: 1,
+		},
+		{
+			name:     "same name with another UID (recreated pod) is kept",
+			gone:     map[gc.PodRef]string{{Namespace: sameNameOtherUID.PodNamespace, Name: sameNameOtherUID.PodName, UID: "old-uid"}: gc.ReasonPodGone},
+			keptPod:  []string{deleted.PodName, terminal.PodName, live.PodName, noUID.PodName, sameNameOtherUID.PodName},
+			reserved: 1,
+		},
+		{
+			name:     "dry run reports without writing",
+			gone:     map[gc.PodRef]string{ref(deleted): gc.ReasonPodGone},
+			dryRun:   true,
+			want:     map[string]string{deleted.PodName: gc.ReasonPodGone},
+			keptPod:  []string{deleted.PodName, terminal.PodName, live.PodName, noUID.PodName, sameNameOtherUID.PodName},
+			reserved: 1,
 		},
 		{
 			name:    "nothing gone: no list, nothing released",
@@ -77,6 +101,10 @@ func TestReleasePods(t *testing.T) {
 			rep, err := gc.ReleasePods(ctx, gc.Options{Store: store, DryRun: tc.dryRun}, tc.gone)
 			if err != nil {
 				t.Fatal(err)
+			}
+			if rep.Reserved != tc.reserved || rep.Kept+len(rep.Released) != rep.Allocations {
+				t.Errorf("report reserved=%d kept=%d released=%d allocations=%d; want reserved=%d and kept+released=allocations",
+					rep.Reserved, rep.Kept, len(rep.Released), rep.Allocations, tc.reserved)
 			}
 			got := map[string]string{}
 			for _, rel := range rep.Released {
