@@ -40,6 +40,7 @@ import (
 	"github.com/rdmanet/rdmanet/internal/controller"
 	"github.com/rdmanet/rdmanet/internal/ipam"
 	"github.com/rdmanet/rdmanet/test/apiserver"
+	"github.com/rdmanet/rdmanet/test/syncbuf"
 )
 
 // TestMain stops the API server the tests share (apiserver.Shared).
@@ -135,30 +136,12 @@ func applyRBAC(ctx context.Context, admin kubernetes.Interface) error {
 	return apiserver.ApplyRBACFile(ctx, admin, "deploy/controller/rbac.yaml")
 }
 
-// logBuffer collects one manager's log.
-type logBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *logBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *logBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
-
 // running is one controller manager.
 type running struct {
 	mgr    ctrl.Manager
 	cancel context.CancelFunc
 	done   chan error
-	logs   *logBuffer
+	logs   *syncbuf.Buffer
 	once   sync.Once
 }
 
@@ -166,7 +149,7 @@ type running struct {
 // leader election timings.
 func start(t *testing.T, e *env, name string, opts ...func(*controller.Options)) *running {
 	t.Helper()
-	logs := &logBuffer{}
+	logs := &syncbuf.Buffer{}
 	o := controller.Options{
 		RestConfig:    e.sa,
 		LeaderElect:   true,

@@ -13,7 +13,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -26,6 +25,7 @@ import (
 	"github.com/rdmanet/rdmanet/internal/cni/meta/wire"
 	"github.com/rdmanet/rdmanet/test/netnsutil"
 	"github.com/rdmanet/rdmanet/test/pluginbin"
+	"github.com/rdmanet/rdmanet/test/syncbuf"
 )
 
 // testPluginPkg is the configurable test delegate (failing DEL, slow ADD).
@@ -183,7 +183,7 @@ func TestDaemonRecoversPanics(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			var logBuf syncBuffer
+			var logBuf syncbuf.Buffer
 			sock := startDaemon(t, &Daemon{Source: &StaticSource{Dir: dir, StatusDir: dir}, Exec: panicExec{inNetns: tc.inNetns},
 				Log: slog.New(slog.NewTextHandler(&logBuf, nil))})
 			for i := 0; i < 2; i++ { // the daemon is still there for the second call
@@ -203,18 +203,6 @@ func TestDaemonRecoversPanics(t *testing.T) {
 		})
 	}
 }
-
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-func (s *syncBuffer) String() string { s.mu.Lock(); defer s.mu.Unlock(); return s.b.String() }
 
 // TestDaemonRequestDeadline: a call runs under the deadline the shim sends
 // (or, without one, the config's addTimeout): a delegate process still

@@ -1,16 +1,15 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"path/filepath"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/rdmanet/rdmanet/internal/cni/forward"
 	"github.com/rdmanet/rdmanet/internal/cni/plugind"
 	"github.com/rdmanet/rdmanet/internal/telemetry"
+	"github.com/rdmanet/rdmanet/test/syncbuf"
 )
 
 type answer struct{}
@@ -20,28 +19,11 @@ func (answer) Serve(ctx context.Context, plugin, build string, stdin []byte, env
 	return []byte("{}"), "", nil
 }
 
-type syncBuf struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuf) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuf) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 // TestServedADDsReadsTheDaemonsLog: the bench reads the daemon's own time
 // per ADD from the lines the real plugin socket server writes (the bench
 // broke once when an attribute was added between two it matched).
 func TestServedADDsReadsTheDaemonsLog(t *testing.T) {
-	var log syncBuf
+	var log syncbuf.Buffer
 	sock := filepath.Join(t.TempDir(), "plugins.sock")
 	logger, err := telemetry.NewLogger(&log, telemetry.LogText, "info") // rdmanet-daemon's default
 	if err != nil {
