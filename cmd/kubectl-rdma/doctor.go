@@ -121,7 +121,7 @@ unreadable sysfs root.`,
 	f.StringArrayVar(&envKV, "env", nil, "check this KEY=VALUE instead of doctor's own environment (repeatable; applied after --env-file)")
 	f.BoolVar(&listVFs, "vfs", false, "list SR-IOV VF devices in the ibdev2netdev and show_gids listings (JSON always has them)")
 	f.BoolVar(&listOnly, "checks", false, "list the check catalogue and exit")
-	f.StringVar(&o.CNIBinDir, "cni-bin-dir", "/opt/cni/bin", "the node's CNI bin directory: warn when its whereabouts binary is not rdmanet's (\"\" skips the check)")
+	f.StringVar(&o.CNIBinDir, "cni-bin-dir", "/opt/cni/bin", "the node's CNI bin directory: warn when its whereabouts binary is not rdmanet's, fail when a thin rdmanet binary there lacks its -direct fallback (\"\" skips both checks)")
 	return cmd
 }
 

@@ -76,7 +76,7 @@ func TestDoctorCLI(t *testing.T) {
 			"mlx5_1 port 1 ==> enp65s0f0np0 (Up)",
 			"mlx5_1  1     3      0000:0000:0000:0000:0000:ffff:0a00:0164  10.0.1.100     v2   enp65s0f0np0",
 			"\nNCCL\n", "  PASS  nccl-gid-index ",
-			"PASS: 28 pass, 0 warn, 0 fail",
+			"PASS: 29 pass, 0 warn, 0 fail",
 		}},
 		{name: "process env without NCCL_IB_HCA warns about the default route", environ: []string{"PATH=/bin"}, code: 0, stdout: []string{"WARN  default-route", "RDMA device mlx5_0 NCCL will also use"}},
 		{name: "wrong GID index fails", environ: hostEnv, args: []string{"--env", "NCCL_IB_GID_INDEX=0"}, code: 1, stdout: []string{"FAIL  nccl-gid-index", "fix: NCCL_IB_GID_INDEX=3"}},

@@ -960,8 +960,34 @@ func natLess(a, b string) bool {
 }
 
 // cni: a whereabouts binary that is not rdmanet's serves every NAD of
-// "type": "whereabouts" with its own store (issue 13, defect 5).
+// "type": "whereabouts" with its own store (issue 13, defect 5); a thin
+// rdmanet binary without its -direct binary fails every call while the
+// daemon is down.
 func (c *checker) cni() {
+	c.whereabouts()
+	c.fallbacks()
+}
+
+func (c *checker) fallbacks() {
+	in := c.in
+	switch {
+	case in.CNIBinDir == "":
+		c.add(IDCNIFallbacks, Pass, "CNI bin directory not checked (--cni-bin-dir is empty)", "")
+	case in.FallbacksErr != nil:
+		c.add(IDCNIFallbacks, Warn, "cannot check "+in.CNIBinDir+": "+in.FallbacksErr.Error(), "run doctor on the node, --cni-bin-dir=/opt/cni/bin")
+	case len(in.MissingFallbacks) == 0:
+		c.add(IDCNIFallbacks, Pass, "every thin rdmanet binary in "+in.CNIBinDir+" has its -direct binary", "")
+	default:
+		var missing []string
+		for _, m := range in.MissingFallbacks {
+			missing = append(missing, m.Binary+" without "+m.Direct)
+		}
+		c.add(IDCNIFallbacks, Fail, in.CNIBinDir+": "+strings.Join(missing, ", ")+": these forward each call to rdmanet-daemon and, when it does not answer, become their -direct binary; without it every call fails while the daemon is down",
+			"rerun rdmanet-install (the rdmanet-node DaemonSet's install-cni init container does, on its next start), or copy the -direct binaries from the image's /opt/rdmanet/bin next to them")
+	}
+}
+
+func (c *checker) whereabouts() {
 	in := c.in
 	p := in.CNIBinDir + "/whereabouts"
 	switch {

@@ -9,6 +9,7 @@
 package doctor
 
 import (
+	"github.com/rdmanet/rdmanet/internal/install"
 	"github.com/rdmanet/rdmanet/internal/inventory"
 )
 
@@ -76,6 +77,7 @@ const (
 	IDNCCLSocketIf  = "nccl-socket-ifname"
 	IDNCCLGIDIndex  = "nccl-gid-index"
 	IDWhereabouts   = "whereabouts"
+	IDCNIFallbacks  = "cni-fallbacks"
 )
 
 // Catalogue lists every check, in report order.
@@ -99,6 +101,7 @@ var Catalogue = []CheckInfo{
 	{IDNCCLSocketIf, SecNCCL, "NCCL_SOCKET_IFNAME selects an existing, up interface"},
 	{IDNCCLGIDIndex, SecNCCL, "NCCL_IB_GID_INDEX is the RoCEv2 IPv4 index of the selected RoCE ports"},
 	{IDWhereabouts, SecCNI, "the node's CNI whereabouts binary, if any, is rdmanet's rdmanet-ipam (another one serves \"type\": \"whereabouts\" NADs with its own store)"},
+	{IDCNIFallbacks, SecCNI, "every thin rdmanet CNI binary (rdmanet, sriov, rdma, rdmanet-ipam, whereabouts) has its -direct binary next to it, which does the call when rdmanet-daemon does not answer"},
 }
 
 // Input is everything the checks look at. Gather fills it from the live
@@ -141,6 +144,10 @@ type Input struct {
 	CNIBinDir        string
 	WhereaboutsOwner string
 	WhereaboutsErr   error
+	// MissingFallbacks are the thin rdmanet binaries there without their
+	// -direct binary (install.MissingFallbacks).
+	MissingFallbacks []install.MissingFallback
+	FallbacksErr     error
 }
 
 // Memlock is RLIMIT_MEMLOCK.

@@ -13,6 +13,7 @@ import (
 	"testing"
 
 	"github.com/rdmanet/rdmanet/internal/doctor"
+	"github.com/rdmanet/rdmanet/test/pluginbin"
 	"github.com/rdmanet/rdmanet/test/sysfsfixture"
 )
 
@@ -64,6 +65,9 @@ func TestMain(m *testing.M) {
 	code := m.Run()
 	if shared.dir != "" {
 		_ = os.RemoveAll(shared.dir)
+	}
+	if thinDir != "" {
+		_ = os.RemoveAll(thinDir)
 	}
 	os.Exit(code)
 }
@@ -367,6 +371,10 @@ func TestChecks(t *testing.T) {
 			h.opts.CNIBinDir = filepath.Join(h.root, "opt/cni/bin")
 			write(t, filepath.Join(h.opts.CNIBinDir, "whereabouts"), "#!/bin/sh\nexec /usr/bin/whereabouts-real\n")
 		}, want: doctor.Warn, msg: "whereabouts is not rdmanet's (not a Go binary"},
+		{name: "fallbacks not checked", id: doctor.IDCNIFallbacks, want: doctor.Pass, msg: "not checked"},
+		{name: "thin binaries with their fallbacks", id: doctor.IDCNIFallbacks, setup: cniBins(true), want: doctor.Pass, msg: "has its -direct binary"},
+		{name: "thin binaries without their fallbacks", id: doctor.IDCNIFallbacks, setup: cniBins(false), want: doctor.Fail,
+			msg: "rdmanet-ipam without rdmanet-ipam-direct, sriov without sriov-direct, whereabouts without rdmanet-ipam-direct"},
 		{name: "NCCL_SOCKET_IFNAME names an RDMA device", id: doctor.IDNCCLSocketIf, setup: env("NCCL_SOCKET_IFNAME", "mlx5_1"), want: doctor.Fail, msg: "names the RDMA device mlx5_1"},
 		{name: "NCCL_SOCKET_IFNAME interface down", fresh: true, id: doctor.IDNCCLSocketIf, setup: func(t *testing.T, h *host) {
 			if err := h.node.SetOperState("enp65s0f0np0", "down"); err != nil {
@@ -665,5 +673,40 @@ func TestGatherUnreadableRoot(t *testing.T) {
 	_, err := doctor.Gather(doctor.GatherOptions{SysfsRoot: filepath.Join(t.TempDir(), "nope")})
 	if err == nil {
 		t.Fatal("no error for a missing sysfs root")
+	}
+}
+
+var (
+	thinOnce sync.Once
+	thinDir  string
+	thinErr  error
+)
+
+// cniBins puts rdmanet's thin sriov and rdmanet-ipam (also as whereabouts),
+// built once from this tree, into the host's CNI bin directory, with their
+// -direct binaries when withDirect.
+func cniBins(withDirect bool) func(t *testing.T, h *host) {
+	return func(t *testing.T, h *host) {
+		thinOnce.Do(func() {
+			thinDir, thinErr = os.MkdirTemp("", "doctor-cni-")
+			if thinErr == nil {
+				thinErr = pluginbin.BuildWith(thinDir, pluginbin.Options{}, pluginbin.SRIOV, pluginbin.IPAM)
+			}
+		})
+		if thinErr != nil {
+			t.Fatal(thinErr)
+		}
+		h.opts.CNIBinDir = filepath.Join(h.root, "opt/cni/bin")
+		files := []string{"sriov", "rdmanet-ipam"}
+		if withDirect {
+			files = append(files, "sriov-direct", "rdmanet-ipam-direct")
+		}
+		for _, f := range append(files, "whereabouts") {
+			b, err := os.ReadFile(filepath.Join(thinDir, f))
+			if err != nil {
+				t.Fatal(err)
+			}
+			write(t, filepath.Join(h.opts.CNIBinDir, f), string(b))
+		}
 	}
 }

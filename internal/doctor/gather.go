@@ -95,6 +95,7 @@ func Gather(o GatherOptions) (*Input, error) {
 	if o.CNIBinDir != "" {
 		in.CNIBinDir = o.CNIBinDir
 		in.WhereaboutsOwner, in.WhereaboutsErr = install.WhereaboutsOwner(o.CNIBinDir)
+		in.MissingFallbacks, in.FallbacksErr = install.MissingFallbacks(o.CNIBinDir)
 	}
 	return in, nil
 }

@@ -9,6 +9,7 @@ package inspect
 import (
 	"debug/buildinfo"
 	"fmt"
+	"slices"
 
 	"github.com/rdmanet/rdmanet/internal/version"
 )
@@ -27,7 +28,12 @@ type Binary struct {
 	Tags string
 	// Revision is the VCS revision ("" when unstamped).
 	Revision string
+	// Deps are the module paths the binary links.
+	Deps []string
 }
+
+// Links tells whether the binary links the module at path.
+func (b Binary) Links(module string) bool { return slices.Contains(b.Deps, module) }
 
 // Rdmanet tells whether the file is built from rdmanet's module.
 func (b Binary) Rdmanet() bool { return b.Module == version.Module }
@@ -60,8 +66,12 @@ func File(path string) (Binary, error) {
 		return Binary{}, fmt.Errorf("read Go build info of %s: %w", path, err)
 	}
 	s := settings(bi)
+	var deps []string
+	for _, d := range bi.Deps {
+		deps = append(deps, d.Path)
+	}
 	return Binary{Module: bi.Main.Path, Package: bi.Path, ModuleVersion: bi.Main.Version, GoVersion: bi.GoVersion,
-		Tags: s["-tags"], Revision: s["vcs.revision"]}, nil
+		Tags: s["-tags"], Revision: s["vcs.revision"], Deps: deps}, nil
 }
 
 func settings(bi *buildinfo.BuildInfo) map[string]string {
