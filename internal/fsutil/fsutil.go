@@ -107,6 +107,21 @@ func TempFiles(path string) []string {
 	return matches
 }
 
+// RemoveTemps removes every temporary file WriteFileAtomic made for path,
+// whatever its age, and returns the first failure. Only for a caller that
+// holds a lock every writer of path takes (a VF's lock for its record):
+// then none of them is a live writer's, and a write a read-only or full
+// file system cut short between creating and renaming it leaves nothing
+// once the path is next written or removed.
+func RemoveTemps(path string) error {
+	for _, m := range TempFiles(path) {
+		if err := os.Remove(m); err != nil && !errors.Is(err, os.ErrNotExist) {
+			return fmt.Errorf("remove temporary file of %s: %w", path, err)
+		}
+	}
+	return nil
+}
+
 // removeStaleTemps removes path's temporary files modified before cutoff.
 // Best effort: a failure leaves them for the next write.
 func removeStaleTemps(path string, cutoff time.Time) {

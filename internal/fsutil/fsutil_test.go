@@ -286,3 +286,28 @@ func TestReplaceFile(t *testing.T) {
 		})
 	}
 }
+
+// TestRemoveTemps: every temporary file of the path goes, however young;
+// the path itself and other files' temporaries stay.
+func TestRemoveTemps(t *testing.T) {
+	dir := t.TempDir()
+	p := filepath.Join(dir, "0000:41:00.3.json")
+	keep := []string{"0000:41:00.3.json", ".0000:41:00.4.json.tmp1", "other"}
+	for _, f := range append([]string{".0000:41:00.3.json.tmp1", ".0000:41:00.3.json.tmp22"}, keep...) {
+		if err := os.WriteFile(filepath.Join(dir, f), nil, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := RemoveTemps(p); err != nil {
+		t.Fatal(err)
+	}
+	ents, _ := os.ReadDir(dir)
+	var got []string
+	for _, e := range ents {
+		got = append(got, e.Name())
+	}
+	slices.Sort(keep)
+	if !slices.Equal(got, keep) {
+		t.Errorf("directory holds %v, want %v", got, keep)
+	}
+}

@@ -72,6 +72,37 @@ func (p *Plugin) read(bdf string) (*Record, error) {
 	return &r, nil
 }
 
+// write writes the VF's record; the caller holds the VF's lock, so
+// temporary files of an earlier write that a failing file system cut short
+// are removed first.
+func (p *Plugin) write(r *Record) error {
+	b, err := json.Marshal(r)
+	if err != nil {
+		return fmt.Errorf("rdma cache: %w", err)
+	}
+	path := p.cachePath(r.DeviceID)
+	if err := fsutil.RemoveTemps(path); err != nil {
+		return fmt.Errorf("rdma cache: %w", err)
+	}
+	if err := netops.WriteFileAtomic(path, b, 0o600); err != nil {
+		return fmt.Errorf("rdma cache: %w", err)
+	}
+	return nil
+}
+
+// remove removes the VF's record and any temporary file of it; the caller
+// holds the VF's lock. A record already gone is no error.
+func (p *Plugin) remove(bdf string) error {
+	path := p.cachePath(bdf)
+	if err := os.Remove(path); err != nil && !os.IsNotExist(err) {
+		return fmt.Errorf("rdma cache: %w", err)
+	}
+	if err := fsutil.RemoveTemps(path); err != nil {
+		return fmt.Errorf("rdma cache: %w", err)
+	}
+	return nil
+}
+
 func (p *Plugin) find(deviceID, containerID, ifName string) (*Record, error) {
 	match := func(r *Record) bool { return r.ContainerID == containerID && r.IfName == ifName }
 	if deviceID != "" {
@@ -173,9 +204,8 @@ func (p *Plugin) Add(args *skel.CmdArgs) (_ types.Result, err error) {
 		return nil, err
 	}
 	rec := &Record{ContainerID: args.ContainerID, IfName: args.IfName, Netns: args.Netns, DeviceID: conf.DeviceID, RDMADev: dev}
-	b, _ := json.Marshal(rec)
-	if err := netops.WriteFileAtomic(p.cachePath(conf.DeviceID), b, 0o600); err != nil {
-		return nil, fmt.Errorf("rdma cache: %w", err)
+	if err := p.write(rec); err != nil {
+		return nil, err
 	}
 	success := false
 	defer func() {
@@ -186,7 +216,7 @@ func (p *Plugin) Add(args *skel.CmdArgs) (_ types.Result, err error) {
 			err = fmt.Errorf("%w; rollback also failed (cache kept for DEL): %w", err, rbErr)
 			return
 		}
-		_ = os.Remove(p.cachePath(conf.DeviceID))
+		_ = p.remove(conf.DeviceID)
 	}()
 	if err := p.Fault.Hit(StepCache); err != nil {
 		return nil, err
@@ -213,10 +243,7 @@ func (p *Plugin) reclaim(r *Record, hostNS ns.NetNS) error {
 	if err := p.moveBack(r, hostNS, nil); err != nil {
 		return fmt.Errorf("%w: RDMA device %s of VF %s is still recorded for container %s, whose netns %s is gone: %w", ErrInUse, r.RDMADev, r.DeviceID, r.ContainerID, r.Netns, err)
 	}
-	if err := os.Remove(p.cachePath(r.DeviceID)); err != nil && !os.IsNotExist(err) {
-		return fmt.Errorf("rdma cache: %w", err)
-	}
-	return nil
+	return p.remove(r.DeviceID)
 }
 
 // moveBack returns the device to the host; podNS nil means the pod netns is gone.
@@ -269,10 +296,7 @@ func (p *Plugin) Del(args *skel.CmdArgs) error {
 			if err := p.moveBack(rec, hostNS, podNS); err != nil {
 				return err
 			}
-			if err := os.Remove(p.cachePath(rec.DeviceID)); err != nil && !os.IsNotExist(err) {
-				return fmt.Errorf("rdma cache: %w", err)
-			}
-			return nil
+			return p.remove(rec.DeviceID)
 		},
 	}.Run()
 }

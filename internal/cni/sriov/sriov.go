@@ -131,12 +131,32 @@ func (p *Plugin) readRecord(bdf string) (*Record, error) {
 	return &r, nil
 }
 
+// writeRecord writes the VF's record; the caller holds the VF's lock, so
+// temporary files of an earlier write that a failing file system cut short
+// are removed first.
 func (p *Plugin) writeRecord(r *Record) error {
 	b, err := json.Marshal(r)
 	if err != nil {
 		return fmt.Errorf("sriov cache: %w", err)
 	}
-	if err := netops.WriteFileAtomic(p.cachePath(r.DeviceID), b, 0o600); err != nil {
+	path := p.cachePath(r.DeviceID)
+	if err := fsutil.RemoveTemps(path); err != nil {
+		return fmt.Errorf("sriov cache: %w", err)
+	}
+	if err := netops.WriteFileAtomic(path, b, 0o600); err != nil {
+		return fmt.Errorf("sriov cache: %w", err)
+	}
+	return nil
+}
+
+// removeRecord removes the VF's record and any temporary file of it; the
+// caller holds the VF's lock. A record already gone is no error.
+func (p *Plugin) removeRecord(bdf string) error {
+	path := p.cachePath(bdf)
+	if err := os.Remove(path); err != nil && !os.IsNotExist(err) {
+		return fmt.Errorf("sriov cache: %w", err)
+	}
+	if err := fsutil.RemoveTemps(path); err != nil {
 		return fmt.Errorf("sriov cache: %w", err)
 	}
 	return nil
@@ -283,7 +303,7 @@ func (p *Plugin) Add(args *skel.CmdArgs) (_ *current.Result, err error) {
 			err = fmt.Errorf("%w; rollback also failed (the cache %s is kept for DEL): %w", err, p.cachePath(rec.DeviceID), rbErr)
 			return
 		}
-		if rmErr := os.Remove(p.cachePath(rec.DeviceID)); rmErr != nil && !os.IsNotExist(rmErr) {
+		if rmErr := p.removeRecord(rec.DeviceID); rmErr != nil {
 			err = fmt.Errorf("%w; rollback: %w", err, rmErr)
 		}
 	}()
@@ -498,10 +518,7 @@ func (p *Plugin) Del(args *skel.CmdArgs) error {
 			if err := p.teardown(rec, hostNS, podNS, stdin); err != nil {
 				return err
 			}
-			if err := os.Remove(p.cachePath(rec.DeviceID)); err != nil && !os.IsNotExist(err) {
-				return fmt.Errorf("sriov cache: %w", err)
-			}
-			return nil
+			return p.removeRecord(rec.DeviceID)
 		},
 	}.Run()
 }

@@ -151,10 +151,7 @@ func (p *Plugin) reclaim(r *Record, hostNS ns.NetNS) error {
 		return fmt.Errorf("%w: VF %s is still held by container %s, whose netns %s is gone, and finishing its teardown failed (retry; the meta plugin's pending DEL retries it too): %w",
 			ErrVFInUse, r.DeviceID, r.ContainerID, r.Netns, err)
 	}
-	if err := os.Remove(p.cachePath(r.DeviceID)); err != nil && !os.IsNotExist(err) {
-		return fmt.Errorf("sriov cache: %w", err)
-	}
-	return nil
+	return p.removeRecord(r.DeviceID)
 }
 
 func isZeroMAC(hw net.HardwareAddr) bool {
