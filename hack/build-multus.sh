@@ -5,10 +5,8 @@
 #
 #   multus  from gopkg.in/k8snetworkplumbingwg/multus-cni.v4 v4.2.3, ./cmd/multus
 #
-# The module comes from the Go module cache (`go mod download`, through the
-# configured GOPROXY); it is built in a writable temporary copy with its own
-# go.mod/go.sum, outside this repository's module, so neither the module cache
-# nor rdmanet's go.mod/go.sum is touched. Built like upstream's hack/build-go.sh
+# How the module is fetched and built: hack/lib/go-module-tool.sh (shared with
+# hack/build-whereabouts.sh). Built like upstream's hack/build-go.sh
 # (version in ldflags, not stripped — the same as the rdmanet binaries the
 # benchmark compares it with).
 #
@@ -29,7 +27,9 @@ stamp="$bin/multus.version"
 want="$module $version"
 mkdir -p "$bin"
 
-if [ "${FORCE:-0}" != 1 ] && [ -x "$out" ] && [ "$(cat "$stamp" 2>/dev/null)" = "$want" ]; then
+. hack/lib/go-module-tool.sh
+name=multus
+if module_tool_current "$stamp" "$want" "$out"; then
   echo "multus: $version up to date ($out)"
   exit 0
 fi
@@ -38,23 +38,10 @@ echo "multus: building $module@$version ./cmd/multus into $out (first build take
 start=$(date +%s)
 work=$(mktemp -d "${TMPDIR:-/tmp}/rdmanet-multus-build.XXXXXX")
 trap 'rm -rf "$work"' EXIT
-
-# Outside any module and workspace: the build sees only Multus' own go.mod.
-export GOWORK=off GOFLAGS="-mod=mod -buildvcs=false"
-src=$(cd "$work" && "$GO" mod download -json "$module@$version" | sed -n 's/^[[:space:]]*"Dir": "\(.*\)",$/\1/p')
-if [ -z "$src" ] || [ ! -f "$src/go.mod" ]; then
-  echo "multus: go mod download $module@$version gave no source directory" >&2
-  exit 1
-fi
-# The module cache is read-only; build in a writable copy.
-cp -R "$src" "$work/src"
-chmod -R u+w "$work/src"
+module_source "$module" "$version" "$work" cmd/multus/main.go
 
 pkg=$module/pkg/multus
-ldflags="-X $pkg.version=$version -X $pkg.releaseStatus=released -X $pkg.date=$(date -u +%Y-%m-%dT%H:%M:%SZ)"
-# Build to a temp name and rename, so an interrupted build never leaves a
-# truncated binary that later looks "up to date".
-(cd "$work/src" && "$GO" build -trimpath -ldflags "$ldflags" -o "$out.tmp.$$" ./cmd/multus)
-mv -f "$out.tmp.$$" "$out"
+module_build "$work" "$out" ./cmd/multus \
+  "-X $pkg.version=$version -X $pkg.releaseStatus=released -X $pkg.date=$(date -u +%Y-%m-%dT%H:%M:%SZ)"
 echo "$want" >"$stamp"
 echo "multus: built $("$out" -version) in $(( $(date +%s) - start ))s"
