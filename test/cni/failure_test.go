@@ -388,26 +388,38 @@ func TestDelNetnsGoneTwoVFsBack(t *testing.T) {
 // next ADD of the VF and its DEL hold the VF's lock, so they remove such
 // files of its records whatever their age: after ADD and DEL nothing is left.
 func TestCutShortRecordWritesCleared(t *testing.T) {
-	n := newNode(t, 2)
-	const i = 1
-	for _, plugin := range []string{"sriov", "rdma"} {
-		dir := filepath.Join(n.stateDir, plugin)
-		if err := os.MkdirAll(dir, 0o700); err != nil {
-			t.Fatal(err)
-		}
-		// what fsutil.WriteFileAtomic's os.CreateTemp names it
-		if err := os.WriteFile(filepath.Join(dir, "."+vfBDF(i)+".json.tmp123456"), []byte(`{"containerID":"cut-short"}`), 0o600); err != nil {
-			t.Fatal(err)
-		}
+	for _, tc := range []struct {
+		name string
+		add  bool
+	}{
+		{name: "the next ADD and DEL of the VF", add: true},
+		{name: "the DEL of the failed ADD (no record)"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			n := newNode(t, 2)
+			const i = 1
+			for _, plugin := range []string{"sriov", "rdma"} {
+				dir := filepath.Join(n.stateDir, plugin)
+				if err := os.MkdirAll(dir, 0o700); err != nil {
+					t.Fatal(err)
+				}
+				// what fsutil.WriteFileAtomic's os.CreateTemp names it
+				if err := os.WriteFile(filepath.Join(dir, "."+vfBDF(i)+".json.tmp123456"), []byte(`{"containerID":"cut-short"}`), 0o600); err != nil {
+					t.Fatal(err)
+				}
+			}
+			pod := netnsutil.NewNS(t)
+			l, r := confList(t, seedNAD, "1.0.0", vfBDF(i)), rt(i, pod)
+			if tc.add {
+				if _, err := n.add(l, r); err != nil {
+					t.Fatalf("ADD: %v", err)
+				}
+				n.assertAttached(t, i, pod)
+			}
+			if err := n.del(l, r); err != nil {
+				t.Fatalf("DEL: %v", err)
+			}
+			n.assertRestored(t, i, containerID(i))
+		})
 	}
-	pod := netnsutil.NewNS(t)
-	l, r := confList(t, seedNAD, "1.0.0", vfBDF(i)), rt(i, pod)
-	if _, err := n.add(l, r); err != nil {
-		t.Fatalf("ADD: %v", err)
-	}
-	n.assertAttached(t, i, pod)
-	if err := n.del(l, r); err != nil {
-		t.Fatalf("DEL: %v", err)
-	}
-	n.assertRestored(t, i, containerID(i))
 }

@@ -149,6 +149,22 @@ func (p *Plugin) writeRecord(r *Record) error {
 	return nil
 }
 
+// clearCutShort removes, under the VF's lock, temporary files of its record
+// that an ADD whose record write a failing file system cut short left (that
+// ADD failed, so its DEL finds no record). Nothing to do is the common case
+// and takes no lock.
+func (p *Plugin) clearCutShort(bdf string) error {
+	if bdf == "" || len(fsutil.TempFiles(p.cachePath(bdf))) == 0 {
+		return nil
+	}
+	lk, err := netops.LockFile(p.lockPath(bdf))
+	if err != nil {
+		return err
+	}
+	defer lk.UnlockAndRemove()
+	return fsutil.RemoveTemps(p.cachePath(bdf))
+}
+
 // removeRecord removes the VF's record and any temporary file of it; the
 // caller holds the VF's lock. A record already gone is no error.
 func (p *Plugin) removeRecord(bdf string) error {
@@ -491,6 +507,9 @@ func (p *Plugin) Del(args *skel.CmdArgs) error {
 	rec, err := p.findRecord(conf.DeviceID, args.ContainerID, args.IfName)
 	if errors.Is(err, os.ErrNotExist) {
 		// ADD never recorded anything (it failed before touching the VF), or DEL already ran.
+		if err := p.clearCutShort(conf.DeviceID); err != nil {
+			p.warnf("sriov DEL: %v", err)
+		}
 		if conf.IPAMType != "" {
 			if err := p.IPAM.Del(conf.IPAMType, args.StdinData); err != nil {
 				return fmt.Errorf("IPAM plugin %q DEL: %w", conf.IPAMType, err)
