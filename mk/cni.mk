@@ -27,3 +27,15 @@ test-cni:
 # RDMANET_BENCH_RUNS=N changes the run count.
 bench-cni:
 	set -o pipefail; RDMANET_BENCH=1 $(GO) test -count=1 -timeout 30m -v -run '^TestBenchChain(Forwarded)?$$' ./test/cni | grep -E '^cni-bench:|^--- |^(ok|FAIL)'
+
+# What a thin CNI binary (sriov, rdma, rdmanet-ipam) costs per call, exec'd
+# from a Go process as a runtime does: through a real rdmanet-daemon, and
+# without one (it execs its -direct binary); /bin/true as the floor. Built
+# static as the image ships them. One forward-bench line per binary and path.
+BENCH_FORWARD_BIN := $(CURDIR)/_output/bench-forward/bin
+.PHONY: bench-forward
+bench-forward:
+	@mkdir -p $(BENCH_FORWARD_BIN)
+	GOFLAGS=-buildvcs=true CGO_ENABLED=0 $(GO) build -trimpath $(GO_BUILD_FLAGS) -o $(BENCH_FORWARD_BIN)/ \
+	  ./cmd/sriov ./cmd/sriov-direct ./cmd/rdma ./cmd/rdma-direct ./cmd/rdmanet-ipam ./cmd/rdmanet-ipam-direct ./cmd/rdmanet-daemon
+	$(GO) run ./test/bench/forward -bin $(BENCH_FORWARD_BIN) $(BENCH_FORWARD_FLAGS)
