@@ -1,11 +1,9 @@
 package rdma
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
-	"path/filepath"
 	"strings"
 
 	"github.com/containernetworking/cni/pkg/skel"
@@ -15,7 +13,7 @@ import (
 
 	"github.com/rdmanet/rdmanet/internal/cni/inproc/nsguard"
 	"github.com/rdmanet/rdmanet/internal/cni/verbs"
-	"github.com/rdmanet/rdmanet/internal/fsutil"
+	"github.com/rdmanet/rdmanet/internal/cni/vfrecord"
 	"github.com/rdmanet/rdmanet/internal/netops"
 	"github.com/rdmanet/rdmanet/internal/sysfs"
 )
@@ -57,93 +55,13 @@ type Record struct {
 	RDMADev     string `json:"rdmaDev"`
 }
 
-func (p *Plugin) cachePath(bdf string) string { return filepath.Join(p.StateDir, bdf+".json") }
-func (p *Plugin) lockPath(bdf string) string  { return filepath.Join(p.StateDir, bdf+".lock") }
-
-func (p *Plugin) read(bdf string) (*Record, error) {
-	b, err := os.ReadFile(p.cachePath(bdf))
-	if err != nil {
-		return nil, err
+// records is the plugin's record store, one record per VF in StateDir.
+func (p *Plugin) records() vfrecord.Store[Record] {
+	return vfrecord.Store[Record]{
+		Dir:    p.StateDir,
+		Plugin: "rdma",
+		Owner:  func(r *Record) (string, string) { return r.ContainerID, r.IfName },
 	}
-	var r Record
-	if err := json.Unmarshal(b, &r); err != nil {
-		return nil, fmt.Errorf("rdma cache %s is corrupt: %w", p.cachePath(bdf), err)
-	}
-	return &r, nil
-}
-
-// write writes the VF's record; the caller holds the VF's lock, so
-// temporary files of an earlier write that a failing file system cut short
-// are removed first.
-func (p *Plugin) write(r *Record) error {
-	b, err := json.Marshal(r)
-	if err != nil {
-		return fmt.Errorf("rdma cache: %w", err)
-	}
-	path := p.cachePath(r.DeviceID)
-	if err := fsutil.RemoveTemps(path); err != nil {
-		return fmt.Errorf("rdma cache: %w", err)
-	}
-	if err := netops.WriteFileAtomic(path, b, 0o600); err != nil {
-		return fmt.Errorf("rdma cache: %w", err)
-	}
-	return nil
-}
-
-// clearCutShort removes, under the VF's lock, temporary files of its record
-// that an ADD whose record write a failing file system cut short left (that
-// ADD failed, so its DEL finds no record). Nothing to do is the common case
-// and takes no lock.
-func (p *Plugin) clearCutShort(bdf string) error {
-	if bdf == "" || len(fsutil.TempFiles(p.cachePath(bdf))) == 0 {
-		return nil
-	}
-	lk, err := netops.LockFile(p.lockPath(bdf))
-	if err != nil {
-		return err
-	}
-	defer lk.UnlockAndRemove()
-	return fsutil.RemoveTemps(p.cachePath(bdf))
-}
-
-// remove removes the VF's record and any temporary file of it; the caller
-// holds the VF's lock. A record already gone is no error.
-func (p *Plugin) remove(bdf string) error {
-	path := p.cachePath(bdf)
-	if err := os.Remove(path); err != nil && !os.IsNotExist(err) {
-		return fmt.Errorf("rdma cache: %w", err)
-	}
-	if err := fsutil.RemoveTemps(path); err != nil {
-		return fmt.Errorf("rdma cache: %w", err)
-	}
-	return nil
-}
-
-func (p *Plugin) find(deviceID, containerID, ifName string) (*Record, error) {
-	match := func(r *Record) bool { return r.ContainerID == containerID && r.IfName == ifName }
-	if deviceID != "" {
-		r, err := p.read(deviceID)
-		if err != nil {
-			return nil, err
-		}
-		if !match(r) {
-			return nil, fmt.Errorf("VF %s is cached for container %s: %w", deviceID, r.ContainerID, os.ErrNotExist)
-		}
-		return r, nil
-	}
-	ents, err := os.ReadDir(p.StateDir)
-	if err != nil {
-		return nil, err
-	}
-	for _, e := range ents {
-		if !strings.HasSuffix(e.Name(), ".json") || strings.HasPrefix(e.Name(), ".") {
-			continue
-		}
-		if r, err := p.read(strings.TrimSuffix(e.Name(), ".json")); err == nil && match(r) {
-			return r, nil
-		}
-	}
-	return nil, fmt.Errorf("no rdma cache for container %s ifname %s: %w", containerID, ifName, os.ErrNotExist)
 }
 
 // RDMADevice returns the single RDMA device of a VF (sysfs <bdf>/infiniband/).
@@ -192,27 +110,14 @@ func (p *Plugin) Add(args *skel.CmdArgs) (_ types.Result, err error) {
 	if err := p.checkExclusive(); err != nil {
 		return nil, err
 	}
-	podNS, err := nsguard.GetNS(args.Netns)
-	if err != nil {
-		return nil, fmt.Errorf("open pod netns %q: %w", args.Netns, err)
-	}
-	defer podNS.Close()
-	hostNS, err := nsguard.GetCurrentNS()
-	if err != nil {
-		return nil, fmt.Errorf("open host netns: %w", err)
-	}
-	defer hostNS.Close()
-
-	// the state dir is root-only (0700)
-	if err := fsutil.PrivateDir(p.StateDir); err != nil {
-		return nil, err
-	}
-	lk, err := netops.LockFile(p.lockPath(conf.DeviceID))
+	records := p.records()
+	held, err := verbs.OpenAdd(args.Netns, p.StateDir, records.LockPath(conf.DeviceID))
 	if err != nil {
 		return nil, err
 	}
-	defer lk.UnlockAndRemove()
-	if r, err := p.read(conf.DeviceID); err == nil {
+	defer held.Close()
+	podNS, hostNS := held.PodNS, held.HostNS
+	if r, err := records.Read(conf.DeviceID); err == nil {
 		if err := p.reclaim(r, hostNS); err != nil {
 			return nil, err
 		}
@@ -220,7 +125,7 @@ func (p *Plugin) Add(args *skel.CmdArgs) (_ types.Result, err error) {
 		return nil, err
 	}
 	rec := &Record{ContainerID: args.ContainerID, IfName: args.IfName, Netns: args.Netns, DeviceID: conf.DeviceID, RDMADev: dev}
-	if err := p.write(rec); err != nil {
+	if err := records.Write(rec.DeviceID, rec); err != nil {
 		return nil, err
 	}
 	success := false
@@ -232,7 +137,7 @@ func (p *Plugin) Add(args *skel.CmdArgs) (_ types.Result, err error) {
 			err = fmt.Errorf("%w; rollback also failed (cache kept for DEL): %w", err, rbErr)
 			return
 		}
-		_ = p.remove(conf.DeviceID)
+		_ = records.Remove(conf.DeviceID)
 	}()
 	if err := p.Fault.Hit(StepCache); err != nil {
 		return nil, err
@@ -259,7 +164,7 @@ func (p *Plugin) reclaim(r *Record, hostNS ns.NetNS) error {
 	if err := p.moveBack(r, hostNS, nil); err != nil {
 		return fmt.Errorf("%w: RDMA device %s of VF %s is still recorded for container %s, whose netns %s is gone: %w", ErrInUse, r.RDMADev, r.DeviceID, r.ContainerID, r.Netns, err)
 	}
-	return p.remove(r.DeviceID)
+	return p.records().Remove(r.DeviceID)
 }
 
 // moveBack returns the device to the host; podNS nil means the pod netns is gone.
@@ -293,9 +198,10 @@ func (p *Plugin) Del(args *skel.CmdArgs) error {
 	if err != nil {
 		conf = &Config{}
 	}
-	rec, err := p.find(conf.DeviceID, args.ContainerID, args.IfName)
+	records := p.records()
+	rec, err := records.Find(conf.DeviceID, args.ContainerID, args.IfName)
 	if errors.Is(err, os.ErrNotExist) {
-		if err := p.clearCutShort(conf.DeviceID); err != nil {
+		if err := records.ClearCutShort(conf.DeviceID); err != nil {
 			warnf("rdma DEL: %v", err)
 		}
 		return nil
@@ -305,9 +211,9 @@ func (p *Plugin) Del(args *skel.CmdArgs) error {
 	}
 	bdf := rec.DeviceID
 	return verbs.DelStep{
-		Lock: p.lockPath(bdf),
+		Lock: records.LockPath(bdf),
 		Reread: func() (err error) {
-			rec, err = p.find(bdf, args.ContainerID, args.IfName)
+			rec, err = records.Find(bdf, args.ContainerID, args.IfName)
 			return err
 		},
 		Netns: args.Netns,
@@ -315,7 +221,7 @@ func (p *Plugin) Del(args *skel.CmdArgs) error {
 			if err := p.moveBack(rec, hostNS, podNS); err != nil {
 				return err
 			}
-			return p.remove(rec.DeviceID)
+			return records.Remove(rec.DeviceID)
 		},
 	}.Run()
 }
@@ -326,7 +232,7 @@ func (p *Plugin) Check(args *skel.CmdArgs) error {
 	if err != nil {
 		return err
 	}
-	rec, err := p.find(conf.DeviceID, args.ContainerID, args.IfName)
+	rec, err := p.records().Find(conf.DeviceID, args.ContainerID, args.IfName)
 	if err != nil {
 		return fmt.Errorf("rdma CHECK: %w", err)
 	}

@@ -21,7 +21,7 @@ import (
 
 	"github.com/rdmanet/rdmanet/internal/cni/inproc/nsguard"
 	"github.com/rdmanet/rdmanet/internal/cni/verbs"
-	"github.com/rdmanet/rdmanet/internal/fsutil"
+	"github.com/rdmanet/rdmanet/internal/cni/vfrecord"
 	"github.com/rdmanet/rdmanet/internal/netops"
 	"github.com/rdmanet/rdmanet/internal/sysfs"
 )
@@ -116,99 +116,15 @@ func (p *Plugin) warnf(format string, args ...any) {
 	}
 }
 
-func (p *Plugin) cachePath(bdf string) string { return filepath.Join(p.StateDir, bdf+".json") }
-func (p *Plugin) lockPath(bdf string) string  { return filepath.Join(p.StateDir, bdf+".lock") }
-
-func (p *Plugin) readRecord(bdf string) (*Record, error) {
-	b, err := os.ReadFile(p.cachePath(bdf))
-	if err != nil {
-		return nil, err
+// records is the plugin's record store, one record per VF in StateDir.
+func (p *Plugin) records() vfrecord.Store[Record] {
+	return vfrecord.Store[Record]{
+		Dir:         p.StateDir,
+		Plugin:      "sriov",
+		CorruptHint: " (remove it after checking the VF by hand)",
+		NameCaller:  true,
+		Owner:       func(r *Record) (string, string) { return r.ContainerID, r.IfName },
 	}
-	var r Record
-	if err := json.Unmarshal(b, &r); err != nil {
-		return nil, fmt.Errorf("sriov cache %s is corrupt (remove it after checking the VF by hand): %w", p.cachePath(bdf), err)
-	}
-	return &r, nil
-}
-
-// writeRecord writes the VF's record; the caller holds the VF's lock, so
-// temporary files of an earlier write that a failing file system cut short
-// are removed first.
-func (p *Plugin) writeRecord(r *Record) error {
-	b, err := json.Marshal(r)
-	if err != nil {
-		return fmt.Errorf("sriov cache: %w", err)
-	}
-	path := p.cachePath(r.DeviceID)
-	if err := fsutil.RemoveTemps(path); err != nil {
-		return fmt.Errorf("sriov cache: %w", err)
-	}
-	if err := netops.WriteFileAtomic(path, b, 0o600); err != nil {
-		return fmt.Errorf("sriov cache: %w", err)
-	}
-	return nil
-}
-
-// clearCutShort removes, under the VF's lock, temporary files of its record
-// that an ADD whose record write a failing file system cut short left (that
-// ADD failed, so its DEL finds no record). Nothing to do is the common case
-// and takes no lock.
-func (p *Plugin) clearCutShort(bdf string) error {
-	if bdf == "" || len(fsutil.TempFiles(p.cachePath(bdf))) == 0 {
-		return nil
-	}
-	lk, err := netops.LockFile(p.lockPath(bdf))
-	if err != nil {
-		return err
-	}
-	defer lk.UnlockAndRemove()
-	return fsutil.RemoveTemps(p.cachePath(bdf))
-}
-
-// removeRecord removes the VF's record and any temporary file of it; the
-// caller holds the VF's lock. A record already gone is no error.
-func (p *Plugin) removeRecord(bdf string) error {
-	path := p.cachePath(bdf)
-	if err := os.Remove(path); err != nil && !os.IsNotExist(err) {
-		return fmt.Errorf("sriov cache: %w", err)
-	}
-	if err := fsutil.RemoveTemps(path); err != nil {
-		return fmt.Errorf("sriov cache: %w", err)
-	}
-	return nil
-}
-
-// findRecord returns the record of containerID/ifName: directly when the
-// config names the VF, else by scanning the state dir.
-func (p *Plugin) findRecord(deviceID, containerID, ifName string) (*Record, error) {
-	match := func(r *Record) bool { return r.ContainerID == containerID && r.IfName == ifName }
-	if deviceID != "" {
-		r, err := p.readRecord(deviceID)
-		if err != nil {
-			return nil, err
-		}
-		if !match(r) {
-			return nil, fmt.Errorf("VF %s is cached for container %s, not %s: %w", deviceID, r.ContainerID, containerID, os.ErrNotExist)
-		}
-		return r, nil
-	}
-	ents, err := os.ReadDir(p.StateDir)
-	if err != nil {
-		return nil, err
-	}
-	for _, e := range ents {
-		if !strings.HasSuffix(e.Name(), ".json") || strings.HasPrefix(e.Name(), ".") {
-			continue
-		}
-		r, err := p.readRecord(strings.TrimSuffix(e.Name(), ".json"))
-		if err != nil {
-			continue
-		}
-		if match(r) {
-			return r, nil
-		}
-	}
-	return nil, fmt.Errorf("no sriov cache for container %s ifname %s: %w", containerID, ifName, os.ErrNotExist)
 }
 
 // vfInfo is what sysfs says about a VF.
@@ -256,28 +172,15 @@ func (p *Plugin) Add(args *skel.CmdArgs) (_ *current.Result, err error) {
 	if err != nil {
 		return nil, err
 	}
-	podNS, err := nsguard.GetNS(args.Netns)
-	if err != nil {
-		return nil, fmt.Errorf("open pod netns %q: %w", args.Netns, err)
-	}
-	defer podNS.Close()
-	hostNS, err := nsguard.GetCurrentNS()
-	if err != nil {
-		return nil, fmt.Errorf("open host netns: %w", err)
-	}
-	defer hostNS.Close()
-
-	// the state dir is root-only (0700)
-	if err := fsutil.PrivateDir(p.StateDir); err != nil {
-		return nil, err
-	}
-	lk, err := netops.LockFile(p.lockPath(conf.DeviceID))
+	records := p.records()
+	held, err := verbs.OpenAdd(args.Netns, p.StateDir, records.LockPath(conf.DeviceID))
 	if err != nil {
 		return nil, err
 	}
-	defer lk.UnlockAndRemove() // lock files exist only while an ADD or DEL runs
+	defer held.Close()
+	podNS, hostNS := held.PodNS, held.HostNS
 
-	if r, err := p.readRecord(conf.DeviceID); err == nil {
+	if r, err := records.Read(conf.DeviceID); err == nil {
 		if err := p.reclaim(r, hostNS); err != nil {
 			return nil, err
 		}
@@ -307,7 +210,7 @@ func (p *Plugin) Add(args *skel.CmdArgs) (_ *current.Result, err error) {
 		Netdev: vf.Netdev, NetdevMAC: link.MAC.String(), MTU: link.MTU, Up: link.Up, VF: orig,
 		Conf: *conf, Stdin: args.StdinData,
 	}
-	if err := p.writeRecord(rec); err != nil {
+	if err := records.Write(rec.DeviceID, rec); err != nil {
 		return nil, err
 	}
 	success := false
@@ -316,10 +219,10 @@ func (p *Plugin) Add(args *skel.CmdArgs) (_ *current.Result, err error) {
 			return
 		}
 		if rbErr := p.teardown(rec, hostNS, podNS, args.StdinData); rbErr != nil {
-			err = fmt.Errorf("%w; rollback also failed (the cache %s is kept for DEL): %w", err, p.cachePath(rec.DeviceID), rbErr)
+			err = fmt.Errorf("%w; rollback also failed (the cache %s is kept for DEL): %w", err, records.Path(rec.DeviceID), rbErr)
 			return
 		}
-		if rmErr := p.removeRecord(rec.DeviceID); rmErr != nil {
+		if rmErr := records.Remove(rec.DeviceID); rmErr != nil {
 			err = fmt.Errorf("%w; rollback: %w", err, rmErr)
 		}
 	}()
@@ -418,7 +321,7 @@ func (p *Plugin) Add(args *skel.CmdArgs) (_ *current.Result, err error) {
 	if rec.Result, err = json.Marshal(result); err != nil {
 		return nil, fmt.Errorf("sriov cache: %w", err)
 	}
-	if err := p.writeRecord(rec); err != nil {
+	if err := records.Write(rec.DeviceID, rec); err != nil {
 		return nil, err
 	}
 	if err := step(StepResult); err != nil {
@@ -504,10 +407,11 @@ func (p *Plugin) Del(args *skel.CmdArgs) error {
 		conf = &Config{} // a DEL must not fail on a config it cannot read: fall back to the cache
 		p.warnf("sriov DEL: %v; using the cache", err)
 	}
-	rec, err := p.findRecord(conf.DeviceID, args.ContainerID, args.IfName)
+	records := p.records()
+	rec, err := records.Find(conf.DeviceID, args.ContainerID, args.IfName)
 	if errors.Is(err, os.ErrNotExist) {
 		// ADD never recorded anything (it failed before touching the VF), or DEL already ran.
-		if err := p.clearCutShort(conf.DeviceID); err != nil {
+		if err := records.ClearCutShort(conf.DeviceID); err != nil {
 			p.warnf("sriov DEL: %v", err)
 		}
 		if conf.IPAMType != "" {
@@ -526,9 +430,9 @@ func (p *Plugin) Del(args *skel.CmdArgs) error {
 	}
 	bdf := rec.DeviceID
 	return verbs.DelStep{
-		Lock: p.lockPath(bdf),
+		Lock: records.LockPath(bdf),
 		Reread: func() (err error) {
-			rec, err = p.findRecord(bdf, args.ContainerID, args.IfName)
+			rec, err = records.Find(bdf, args.ContainerID, args.IfName)
 			return err
 		},
 		Netns:       args.Netns,
@@ -537,7 +441,7 @@ func (p *Plugin) Del(args *skel.CmdArgs) error {
 			if err := p.teardown(rec, hostNS, podNS, stdin); err != nil {
 				return err
 			}
-			return p.removeRecord(rec.DeviceID)
+			return records.Remove(rec.DeviceID)
 		},
 	}.Run()
 }
@@ -549,7 +453,7 @@ func (p *Plugin) Check(args *skel.CmdArgs) error {
 	if err != nil {
 		return err
 	}
-	rec, err := p.findRecord(conf.DeviceID, args.ContainerID, args.IfName)
+	rec, err := p.records().Find(conf.DeviceID, args.ContainerID, args.IfName)
 	if err != nil {
 		return fmt.Errorf("sriov CHECK: %w", err)
 	}

@@ -151,7 +151,7 @@ func (p *Plugin) reclaim(r *Record, hostNS ns.NetNS) error {
 		return fmt.Errorf("%w: VF %s is still held by container %s, whose netns %s is gone, and finishing its teardown failed (retry; the meta plugin's pending DEL retries it too): %w",
 			ErrVFInUse, r.DeviceID, r.ContainerID, r.Netns, err)
 	}
-	return p.removeRecord(r.DeviceID)
+	return p.records().Remove(r.DeviceID)
 }
 
 func isZeroMAC(hw net.HardwareAddr) bool {
