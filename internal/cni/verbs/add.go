@@ -10,7 +10,7 @@ import (
 	"github.com/rdmanet/rdmanet/internal/netops"
 )
 
-// AddHold is what the start of an ADD of the device plugins (sriov, rdma)
+// AddHold is what the start of an ADD of the VF CNI plugins (sriov, rdma)
 // holds: the pod's netns, the host's, and the device's lock. Close
 // releases them.
 type AddHold struct {

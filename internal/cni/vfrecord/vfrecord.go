@@ -1,4 +1,4 @@
-// Package vfrecord is the record store the exclusive-mode device plugins
+// Package vfrecord is the record store the exclusive-mode CNI plugins
 // (sriov, rdma) keep in their state dir: one JSON file per VF, named by its
 // PCI address (<bdf>.json), holding what DEL needs to undo the ADD, and the
 // VF's lock file beside it (<bdf>.lock). A record is written and removed
