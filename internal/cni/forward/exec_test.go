@@ -54,7 +54,7 @@ func TestExec(t *testing.T) {
 		{name: "stdin closed before", child: "closed", want: big},
 		{name: "direct binary on CNI_PATH", child: "direct", want: "args=-test.run=^TestExecHelperProcess$ env=ADD\nconfig"},
 		{name: "direct binary missing", child: "missing", fail: true,
-			want: `x: no rdmanet daemon answered, and x-missing-direct is not installed next to`},
+			want: `x: x-missing-direct runs this call here, and x-missing-direct is not installed next to`},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

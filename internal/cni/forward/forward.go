@@ -185,7 +185,8 @@ func Direct(plugin, direct string, stdin []byte) {
 	if err == nil {
 		err = Exec(bin, os.Args[1:], stdin)
 	}
-	fail(plugin, fmt.Errorf("no rdmanet daemon answered, and %w", err))
+	// not "no daemon answered": VERSION, GC and STATUS never ask one
+	fail(plugin, fmt.Errorf("%s runs this call here, and %w", direct, err))
 }
 
 // Environ is the environment sent with a call: the process's, with
