@@ -33,6 +33,9 @@ func testController(t *testing.T) {
 	// The agent annotates the node with its RDMA netns mode; the controller
 	// mirrors it into the label the webhook's node affinity needs.
 	waitNodeLabel(t, webhook.NodeLabelNetnsMode, "exclusive", 2*time.Minute)
+	// The opt-in exclusive pod must get its VF through the device plugin
+	// (the checks below read PodResources' device-plugin devices).
+	waitAllocatable(t, vfResource, fmt.Sprint(cluster.NumVFs))
 	applyExample(t, exclusiveNS, "examples/cluster/exclusive/nad.yaml")
 	bin := buildKubectlRDMA(t)
 

@@ -517,6 +517,10 @@ func switchToShared(t *testing.T) {
 		_, _ = k.Output(context.Background(), "-n", "rdmanet-system", "patch", "daemonset", "rdmanet-node", "--type=json",
 			"-p", fmt.Sprintf(`[{"op": "replace", "path": "/spec/template/spec/containers/%d/args/%d", "value": "--rdma-netns-mode=exclusive"}]`, ci, ai))
 		_, _ = k.Output(context.Background(), "-n", "rdmanet-system", "rollout", "status", "daemonset/rdmanet-node", "--timeout=300s")
+		// The agent's pod is Ready before kubelet reports its VF pool again;
+		// a pod scheduled in between gets its VF through DRA's extended
+		// resource class instead (seen in CI: the next scenario's pod).
+		waitAllocatable(t, vfResource, fmt.Sprint(cluster.NumVFs))
 	})
 	kubectl(t, "-n", "rdmanet-system", "patch", "daemonset", "rdmanet-node", "--type=json",
 		"-p", fmt.Sprintf(`[{"op": "replace", "path": "/spec/template/spec/containers/%d/args/%d", "value": "--rdma-netns-mode=shared"}]`, ci, ai))
