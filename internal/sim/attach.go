@@ -5,9 +5,10 @@ package sim
 import (
 	"context"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
-	"sort"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -65,7 +66,7 @@ func attachRound(ctx context.Context, o Options, l layout, m *Manifests, st *Run
 		}
 	}
 	if len(ignored) > 0 && cycle == 1 {
-		pr.printf("not simulated, ignored by the kubelet stand-in: %s (no device plugin for it on the simulated nodes)", strings.Join(sortedKeys(ignored), ", "))
+		pr.printf("not simulated, ignored by the kubelet stand-in: %s (no device plugin for it on the simulated nodes)", strings.Join(slices.Sorted(maps.Keys(ignored)), ", "))
 	}
 	pr.printf("round %d: kubelet stand-ins admitted %d pods (GetPreferredAllocation + Allocate through the agent's device plugin servers)", cycle, len(runs))
 	// sandboxes
@@ -132,15 +133,6 @@ func attachRound(ctx context.Context, o Options, l layout, m *Manifests, st *Run
 		return runs, cs, fmt.Errorf("round %d: %s", cycle, strings.Join(errs, "; "))
 	}
 	return runs, cs, nil
-}
-
-func sortedKeys(m map[string]bool) []string {
-	out := make([]string, 0, len(m))
-	for k := range m {
-		out = append(out, k)
-	}
-	sort.Strings(out)
-	return out
 }
 
 func podManifestPath(l layout, namespace, name string) string {

@@ -26,8 +26,10 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -266,7 +268,7 @@ func Run(ctx context.Context, o Options) (rep *Report, err error) {
 		}
 		sort.Strings(st.RDMA[d.Name])
 		pr.printf("node %s up in %s: RDMA netns mode %s (recorded), 2 RoCE PFs (%s NUMA 0 with %d VFs, %s NUMA 1), agent serving %s; host netns %s",
-			d.Name, time.Since(t0).Round(time.Millisecond), d.Mode, ExclusivePF, d.VFs, SharedPF, strings.Join(keys(want), ","), l.hostNS(d.Name))
+			d.Name, time.Since(t0).Round(time.Millisecond), d.Mode, ExclusivePF, d.VFs, SharedPF, strings.Join(slices.Sorted(maps.Keys(want)), ","), l.hostNS(d.Name))
 	}
 	st.Before = &before
 	if err := writeState(st); err != nil {
@@ -343,13 +345,4 @@ func Run(ctx context.Context, o Options) (rep *Report, err error) {
 		return rep, errors.New(strings.Join(failures, "; "))
 	}
 	return rep, nil
-}
-
-func keys(m map[string]int) []string {
-	out := make([]string, 0, len(m))
-	for k := range m {
-		out = append(out, k)
-	}
-	sort.Strings(out)
-	return out
 }
