@@ -29,7 +29,16 @@ import (
 // successful write of path once it is StaleTempAge old. A failure of the directory fsync is returned too: the new
 // content is in place, but its durability is not known.
 func WriteFileAtomic(path string, data []byte, perm os.FileMode) error {
-	return writeFileAtomic(path, data, perm, syncFile)
+	return writeFileAtomic(path, data, perm, syncFile, StaleTempAge)
+}
+
+// WriteFileAtomicLocked is WriteFileAtomic for a path whose every writer
+// holds one lock, which the caller holds (a VF's lock for its record):
+// none of the path's temporary files can be a live writer's, so after the
+// rename it removes them whatever their age — also those a write that a
+// read-only or full file system cut short between create and rename left.
+func WriteFileAtomicLocked(path string, data []byte, perm os.FileMode) error {
+	return writeFileAtomic(path, data, perm, syncFile, 0)
 }
 
 // ReplaceFile is WriteFileAtomic without the fsyncs: readers see the old
@@ -38,7 +47,7 @@ func WriteFileAtomic(path string, data []byte, perm os.FileMode) error {
 // safe by design (a stale entry is checked against the API server before
 // it matters); state that must survive uses WriteFileAtomic.
 func ReplaceFile(path string, data []byte, perm os.FileMode) error {
-	return writeFileAtomic(path, data, perm, func(*os.File) error { return nil })
+	return writeFileAtomic(path, data, perm, func(*os.File) error { return nil }, StaleTempAge)
 }
 
 // syncFile is the production fsync.
@@ -46,7 +55,9 @@ func syncFile(f *os.File) error { return f.Sync() }
 
 // writeFileAtomic is WriteFileAtomic with the fsync injectable, so tests can
 // prove both fsyncs happen, in order, and fail them.
-func writeFileAtomic(path string, data []byte, perm os.FileMode, sync func(*os.File) error) (err error) {
+// After the rename it removes the path's temporary files older than
+// staleAge (0: all; its own is renamed away by then).
+func writeFileAtomic(path string, data []byte, perm os.FileMode, sync func(*os.File) error, staleAge time.Duration) (err error) {
 	dir := filepath.Dir(path)
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return fmt.Errorf("write %s: %w", path, err)
@@ -80,7 +91,7 @@ func writeFileAtomic(path string, data []byte, perm os.FileMode, sync func(*os.F
 		return fmt.Errorf("write %s: %w", path, err)
 	}
 	renamed = true
-	removeStaleTemps(path, time.Now().Add(-StaleTempAge))
+	removeStaleTemps(path, time.Now().Add(-staleAge))
 	d, err := os.Open(dir)
 	if err != nil {
 		return fmt.Errorf("write %s: open directory for fsync: %w", path, err)

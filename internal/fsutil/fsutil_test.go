@@ -80,7 +80,7 @@ func TestWriteFileAtomic(t *testing.T) {
 				}
 			}
 			var calls []syncCall
-			err := writeFileAtomic(p, []byte("new"), tc.perm, recordingSync(t, p, &calls, tc.failOn))
+			err := writeFileAtomic(p, []byte("new"), tc.perm, recordingSync(t, p, &calls, tc.failOn), StaleTempAge)
 			if tc.wantErr != errors.Is(err, errInjected) {
 				t.Fatalf("error %v, want injected failure: %t", err, tc.wantErr)
 			}
@@ -309,5 +309,32 @@ func TestRemoveTemps(t *testing.T) {
 	slices.Sort(keep)
 	if !slices.Equal(got, keep) {
 		t.Errorf("directory holds %v, want %v", got, keep)
+	}
+}
+
+// TestWriteFileAtomicLocked: a locked writer's write takes every temporary
+// file of the path with it, however young; WriteFileAtomic keeps a young one
+// (it may be a concurrent writer's).
+func TestWriteFileAtomicLocked(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		write func(string, []byte, os.FileMode) error
+		left  int
+	}{
+		{name: "locked writer", write: WriteFileAtomicLocked, left: 0},
+		{name: "unlocked writer", write: WriteFileAtomic, left: 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p := filepath.Join(t.TempDir(), "r.json")
+			if err := os.WriteFile(filepath.Join(filepath.Dir(p), ".r.json.tmp42"), []byte("cut short"), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			if err := tc.write(p, []byte("new"), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			if got := TempFiles(p); len(got) != tc.left {
+				t.Errorf("temporary files %v, want %d", got, tc.left)
+			}
+		})
 	}
 }

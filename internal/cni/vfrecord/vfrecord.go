@@ -91,18 +91,15 @@ func (s Store[R]) Find(deviceID, containerID, ifName string) (*R, error) {
 }
 
 // Write writes r as the record of the VF bdf; the caller holds the VF's
-// lock, so temporary files of an earlier write that a failing file system
-// cut short are removed first.
+// lock, so every temporary file of the record goes with the write
+// (fsutil.WriteFileAtomicLocked), also one an earlier write that a failing
+// file system cut short left.
 func (s Store[R]) Write(bdf string, r *R) error {
 	b, err := json.Marshal(r)
 	if err != nil {
 		return fmt.Errorf("%s cache: %w", s.Plugin, err)
 	}
-	path := s.Path(bdf)
-	if err := fsutil.RemoveTemps(path); err != nil {
-		return fmt.Errorf("%s cache: %w", s.Plugin, err)
-	}
-	if err := netops.WriteFileAtomic(path, b, 0o600); err != nil {
+	if err := fsutil.WriteFileAtomicLocked(s.Path(bdf), b, 0o600); err != nil {
 		return fmt.Errorf("%s cache: %w", s.Plugin, err)
 	}
 	return nil
