@@ -18,7 +18,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
-	"strings"
 	"time"
 
 	"github.com/rdmanet/rdmanet/test/plugindaemon"
@@ -88,11 +87,11 @@ func run(bin string, runs int) error {
 	return nil
 }
 
-// served counts the daemon's log records of calls of plugin it ran.
+// served counts the daemon's records of calls of plugin it ran.
 func served(log, plugin string) int {
 	n := 0
-	for _, l := range strings.Split(log, "\n") {
-		if strings.Contains(l, `msg="plugin call served by the daemon`) && strings.Contains(l, " plugin="+plugin+" ") {
+	for _, c := range plugindaemon.Served(log) {
+		if c.Plugin == plugin {
 			n++
 		}
 	}

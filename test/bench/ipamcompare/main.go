@@ -25,7 +25,6 @@ import (
 	"maps"
 	"os"
 	"path/filepath"
-	"regexp"
 	"slices"
 	"strings"
 	"time"
@@ -350,28 +349,13 @@ func progress(s string) {
 	fmt.Fprintf(os.Stderr, "ipam-compare: %s %s\n", time.Now().Format("15:04:05"), s)
 }
 
-// servedLine is the daemon's log line of a call it ran (plugind, text
-// handler); servedAttr reads one of its attributes wherever it stands.
-var servedLine = regexp.MustCompile(`(?m)^.*msg="plugin call served by the daemon".*$`)
-
-func servedAttr(line, key string) string {
-	m := regexp.MustCompile(`(?:^| )` + regexp.QuoteMeta(key) + `=(\S+)`).FindStringSubmatch(line)
-	if m == nil {
-		return ""
-	}
-	return strings.Trim(m[1], `"`)
-}
-
 // servedADDs maps each container whose ADD the daemon's log says it ran to
 // the daemon's own time for it.
 func servedADDs(log string) map[string]time.Duration {
 	took := map[string]time.Duration{}
-	for _, line := range servedLine.FindAllString(log, -1) {
-		if servedAttr(line, "command") != "ADD" {
-			continue
-		}
-		if d, err := time.ParseDuration(servedAttr(line, "took")); err == nil {
-			took[servedAttr(line, "container")] = d
+	for _, c := range plugindaemon.Served(log) {
+		if c.Command == "ADD" && c.Took > 0 {
+			took[c.Container] = c.Took
 		}
 	}
 	return took
