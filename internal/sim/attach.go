@@ -92,30 +92,21 @@ func attachRound(ctx context.Context, o Options, l layout, m *Manifests, st *Run
 		return runs, cs, err
 	}
 	t0 := time.Now()
-	var wg sync.WaitGroup
 	var mu sync.Mutex
-	for _, r := range runs {
-		if r.netns == nil {
-			continue
+	inParallel(runs, func(r *podRun) {
+		start := time.Now()
+		err := r.node.host.Do(func(ns.NetNS) error {
+			_, err := r.node.cni.AddNetworkList(ctx, r.node.meta, r.runtimeConf())
+			return err
+		})
+		r.rep.AttachMS = time.Since(start).Milliseconds()
+		if err != nil {
+			mu.Lock()
+			r.rep.Error = fmt.Sprintf("CNI ADD of pod %s/%s on %s: %v (meta CNI log: %s)", r.pod.Namespace, r.pod.Name, r.node.def.Name, err, filepath.Join(r.node.dir, "rdmanet.log"))
+			errs = append(errs, r.rep.Error)
+			mu.Unlock()
 		}
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			start := time.Now()
-			err := r.node.host.Do(func(ns.NetNS) error {
-				_, err := r.node.cni.AddNetworkList(ctx, r.node.meta, runtimeConf(r.rep.ContainerID, r.netns.Path(), r.pod.Namespace, r.pod.Name, string(r.pod.UID)))
-				return err
-			})
-			r.rep.AttachMS = time.Since(start).Milliseconds()
-			if err != nil {
-				mu.Lock()
-				r.rep.Error = fmt.Sprintf("CNI ADD of pod %s/%s on %s: %v (meta CNI log: %s)", r.pod.Namespace, r.pod.Name, r.node.def.Name, err, filepath.Join(r.node.dir, "rdmanet.log"))
-				errs = append(errs, r.rep.Error)
-				mu.Unlock()
-			}
-		}()
-	}
-	wg.Wait()
+	})
 	cs.AttachWallMS = time.Since(t0).Milliseconds()
 	attached := 0
 	for _, r := range runs {
@@ -133,6 +124,28 @@ func attachRound(ctx context.Context, o Options, l layout, m *Manifests, st *Run
 		return runs, cs, fmt.Errorf("round %d: %s", cycle, strings.Join(errs, "; "))
 	}
 	return runs, cs, nil
+}
+
+// inParallel runs fn for every pod that has a network namespace, all at
+// once (as kubelet starts or stops a round's sandboxes), and waits.
+func inParallel(runs []*podRun, fn func(*podRun)) {
+	var wg sync.WaitGroup
+	for _, r := range runs {
+		if r.netns == nil {
+			continue
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			fn(r)
+		}()
+	}
+	wg.Wait()
+}
+
+// runtimeConf is the CNI runtime config of the pod's sandbox.
+func (r *podRun) runtimeConf() *libcni.RuntimeConf {
+	return runtimeConf(r.rep.ContainerID, r.netns.Path(), r.pod.Namespace, r.pod.Name, string(r.pod.UID))
 }
 
 func podManifestPath(l layout, namespace, name string) string {
@@ -170,29 +183,20 @@ func runtimeConf(containerID, netns, namespace, name, uid string) *libcni.Runtim
 // their devices; their manifests and network-status go away).
 func detachRound(ctx context.Context, l layout, st *RunState, runs []*podRun, pr *progress) int64 {
 	t0 := time.Now()
-	var wg sync.WaitGroup
-	for _, r := range runs {
-		if r.netns == nil {
-			continue
+	inParallel(runs, func(r *podRun) {
+		start := time.Now()
+		err := r.node.host.Do(func(ns.NetNS) error {
+			return r.node.cni.DelNetworkList(ctx, r.node.meta, r.runtimeConf())
+		})
+		r.rep.DetachMS = time.Since(start).Milliseconds()
+		if err != nil {
+			pr.printf("CNI DEL of pod %s/%s failed: %v", r.pod.Namespace, r.pod.Name, err)
 		}
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			start := time.Now()
-			err := r.node.host.Do(func(ns.NetNS) error {
-				return r.node.cni.DelNetworkList(ctx, r.node.meta, runtimeConf(r.rep.ContainerID, r.netns.Path(), r.pod.Namespace, r.pod.Name, string(r.pod.UID)))
-			})
-			r.rep.DetachMS = time.Since(start).Milliseconds()
-			if err != nil {
-				pr.printf("CNI DEL of pod %s/%s failed: %v", r.pod.Namespace, r.pod.Name, err)
-			}
-			r.netns.Close()
-			if err := deleteNamedNS(l.podNS(r.pod.Name)); err != nil {
-				pr.printf("%v", err)
-			}
-		}()
-	}
-	wg.Wait()
+		r.netns.Close()
+		if err := deleteNamedNS(l.podNS(r.pod.Name)); err != nil {
+			pr.printf("%v", err)
+		}
+	})
 	for _, r := range runs {
 		r.node.kubelet.release(r.pod.Namespace, r.pod.Name)
 		_ = os.Remove(podManifestPath(l, r.pod.Namespace, r.pod.Name))
