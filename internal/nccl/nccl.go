@@ -1,9 +1,13 @@
-// Package nccl reads NCCL_DEBUG=INFO logs (one or many ranks, interleaved,
-// with or without launcher prefixes) and nccl-tests output, and reports the
-// transport NCCL chose per rank and overall, GPUDirect RDMA use, HCAs, the
-// out-of-band interface, the NCCL version and the nccl-tests bandwidth table.
-// It flags the silent fallback to sockets and mixed transports the seeds warn
-// about, and compares a run against a baseline.
+// Package nccl reads NCCL logs as people paste them (NCCL_DEBUG=INFO or WARN
+// output of one or many ranks, interleaved, behind launcher, kubectl or
+// timestamp prefixes, NCCL 2.3 to 2.28 formats) and nccl-tests output, and
+// reports the transport NCCL chose per rank and overall (IB, RoCE, Socket or
+// a network plugin by name), GPUDirect RDMA per channel, HCAs, the
+// out-of-band interface, the NCCL variables the log reports, the NCCL
+// version and the nccl-tests bandwidth table. It names each failure class it
+// recognises (silent socket fallback, mixed transports, no bootstrap
+// interface, completion errors, QP setup failures, ...) with its fix, and
+// compares a run against a baseline. It says only what the log shows.
 package nccl
 
 import (
@@ -16,30 +20,78 @@ import (
 	"strings"
 )
 
-// Transports.
+// Transports. A network plugin is reported by the name NCCL logs for it
+// ("IBext_v8", "AWS Libfabric", "Libfabric", ...).
 const (
-	TransportIB      = "IB"
+	// TransportIB is NCCL's NET/IB (verbs) on an InfiniBand link layer, or
+	// on a link layer the log does not name (Rank.LinkLayer is then empty).
+	TransportIB = "IB"
+	// TransportRoCE is NCCL's NET/IB on an Ethernet link layer (RoCE).
+	TransportRoCE    = "RoCE"
 	TransportSocket  = "Socket"
 	TransportMixed   = "mixed"
 	TransportUnknown = "unknown"
 )
 
+// GPUDirect RDMA verdicts (Report.GDRVerdict).
+const (
+	GDRYes     = "yes"     // every network channel is /GDRDMA (or NCCL says GDR 1)
+	GDRNo      = "no"      // no network channel is (sockets, or GDR disabled)
+	GDRPartial = "partial" // some are, some are not
+	GDRUnknown = "unknown" // the log does not show it
+)
+
+// RDMA tells whether a transport moves data by RDMA: NET/IB (IB, RoCE),
+// the verbs plugins (IBext*), aws-ofi-nccl (Libfabric: EFA, Slingshot) and
+// UCX. Socket, mixed, unknown and other plugins are not.
+func RDMA(transport string) bool {
+	t := strings.ToLower(transport)
+	switch {
+	case transport == TransportIB || transport == TransportRoCE:
+		return true
+	case strings.HasPrefix(t, "ib"):
+		return true
+	case strings.Contains(t, "libfabric") || strings.Contains(t, "ofi"):
+		return true
+	case strings.HasPrefix(t, "ucx"):
+		return true
+	}
+	return false
+}
+
 // Rank is what the log says about one NCCL rank (one GPU of one process).
 type Rank struct {
-	Rank      int      `json:"rank"` // -1 when no "comm ... rank N" line names it
-	Host      string   `json:"host"`
-	PID       int      `json:"pid"`
-	Device    int      `json:"device"` // CUDA device, -1 if unknown
-	Transport string   `json:"transport"`
-	GDR       bool     `json:"gdr"`
+	Rank   int    `json:"rank"` // -1 when no "comm ... rank N" line names it
+	Host   string `json:"host"`
+	PID    int    `json:"pid"`
+	Device int    `json:"device"` // CUDA device, -1 if unknown
+	// Transport is IB, RoCE, Socket, a plugin's name, mixed (network
+	// channels on several) or unknown.
+	Transport string `json:"transport"`
+	// LinkLayer is IB or RoCE when the HCA list of NET/IB (or a verbs
+	// plugin) names it for the devices the channels use; empty otherwise.
+	LinkLayer string   `json:"link_layer,omitempty"`
+	GDR       bool     `json:"gdr"` // every network channel is /GDRDMA
 	HCAs      []string `json:"hcas"`
 	OOB       string   `json:"oob,omitempty"` // interface:address NCCL's IB/socket transport uses out of band
-	Network   string   `json:"network,omitempty"`
-	// Channels counts network channel connections by transport ("IB",
-	// "Socket"); intra-node P2P/SHM channels are not counted.
-	Channels map[string]int `json:"net_channels"`
+	// Network is the network NCCL names for this rank ("Using network X",
+	// or the NET/X of its channels), as NCCL spells it.
+	Network string `json:"network,omitempty"`
+	// Channels counts network channel connections by NCCL network name
+	// ("IB", "Socket", "IBext_v8", ...); intra-node P2P/SHM channels are
+	// not counted. GDRChannels counts those of them that are /GDRDMA.
+	Channels    map[string]int `json:"net_channels"`
+	GDRChannels int            `json:"gdr_channels"`
+	// LocalChannels counts intra-node channel connections (P2P, SHM).
+	LocalChannels int `json:"local_channels"`
+	// Env holds the NCCL variables this rank's lines report.
+	Env map[string]string `json:"env,omitempty"`
 
-	gdrDisabled bool
+	hcaLL        map[int]string // HCA index -> link layer
+	channelDevs  map[int]bool   // NET device indices the channels use
+	noIBDevice   bool
+	noVerbs      bool
+	ibInitFailed string // the line that says NET/IB's init returned an error
 }
 
 // TestRow is one line of the nccl-tests table (sizes in bytes, times in
@@ -71,13 +123,18 @@ type Report struct {
 	Files     []string `json:"files"`
 	Version   string   `json:"nccl_version,omitempty"`
 	Transport string   `json:"transport"`
-	GDR       bool     `json:"gdr"`
-	Ranks     []Rank   `json:"ranks"`
-	NRanks    int      `json:"nranks,omitempty"`
-	Hosts     []string `json:"hosts"`
-	HCAs      []string `json:"hcas"`
-	OOB       []string `json:"oob_interfaces"`
-	// Env holds the NCCL variables the log says were set by environment.
+	// GDR is true when the GPUDirect RDMA verdict is yes.
+	GDR bool `json:"gdr"`
+	// GDRVerdict is yes, no, partial or unknown (see the GDR* constants).
+	GDRVerdict string   `json:"gdr_verdict"`
+	Ranks      []Rank   `json:"ranks"`
+	NRanks     int      `json:"nranks,omitempty"`
+	Hosts      []string `json:"hosts"`
+	HCAs       []string `json:"hcas"`
+	OOB        []string `json:"oob_interfaces"`
+	// Env holds the NCCL variables the log reports ("X set by environment
+	// to V", "X set to V"); the first value seen when ranks differ (each
+	// rank's own are in Rank.Env).
 	Env map[string]string `json:"env"`
 	// BusBWAvg is nccl-tests' "Avg bus bandwidth", in GB/s as printed
 	// (nil when the input has no nccl-tests summary).
@@ -89,12 +146,15 @@ type Report struct {
 	Problems  []Problem `json:"problems"`
 	Baseline  *Compare  `json:"baseline,omitempty"`
 
-	noIBDevice bool
-	oobBad     bool
 	ranksByKey map[string]*Rank
 	order      []string
-	networks   map[string]bool
-	gdrLines   bool
+	infoLines  int
+	warnLines  int
+	failures   []*failure // in order of first appearance
+	byCode     map[string]*failure
+	gdrSaid    string // GDRYes/GDRNo from lines other than channels
+	noModule   bool   // "GPU Direct RDMA Disabled ... (no module)"
+	mismatch   []string
 }
 
 // Compare is a run set against a baseline run.
@@ -117,24 +177,36 @@ type SizeCompare struct {
 }
 
 var (
-	// host:pid:tid [dev] ... NCCL INFO|WARN message
-	lineRE = regexp.MustCompile(`^([^\s:]+):(\d+):(\d+) \[([^\]]*)\].*?\bNCCL (INFO|WARN|TRACE|ABORT) ?(.*)$`)
-	// launcher prefixes: OpenMPI --tag-output, kubectl logs --prefix/--timestamps, torchrun --tee.
-	prefixRE  = regexp.MustCompile(`^(\[\d+,\d+\]<std(?:out|err)>:|\[pod/[^\]]+\] ?|\d{4}-\d\d-\d\dT[\d:.]+(?:Z|[+-]\d\d:?\d\d) |\[(?:default|rank)\d+\]:\s?)`)
-	versionRE = regexp.MustCompile(`NCCL version (\d+\.\d+\.\d+[^\s]*)`)
+	// ANSI colour and cursor sequences left in a paste.
+	ansiRE = regexp.MustCompile(`\x1b\[[0-9;?]*[ -/]*[@-~]`)
+	// host:pid:tid [dev] [file:line | timestamp file:line] NCCL INFO|WARN message,
+	// anywhere in the line: whatever precedes it (NCCL's own timestamps,
+	// launcher and kubectl prefixes, log collectors' columns) is skipped.
+	lineRE = regexp.MustCompile(`([^\s:|]+):(\d+):(\d+) \[(-?\d+)\][^\n]*?\bNCCL (INFO|WARN|TRACE|ABORT)\b ?(.*)$`)
+	// launcher prefixes: OpenMPI --tag-output, kubectl logs --prefix/--timestamps, torchrun --tee,
+	// log collectors' "| timestamp |" columns.
+	prefixRE  = regexp.MustCompile(`^(\s*\|\s*|\[\d+,\d+\]<std(?:out|err)>:|\[pod/[^\]]+\] ?|\d{4}-\d\d-\d\d[T ][\d:.,]+(?:Z|[+-]\d\d:?\d\d)?(?:\s*\|)? ?|\[(?:default|rank)?\d+\]:?\s?|\[[\w.-]+(?:\|\d+)?\]:)`)
+	versionRE = regexp.MustCompile(`NCCL version:? ?(\d+\.\d+\.\d+[^\s,]*)`)
 	ibUsingRE = regexp.MustCompile(`NET/IB\w* ?: Using (.*?);? ?OOB ([^\s:]+):([^<\s]+)`)
-	hcaRE     = regexp.MustCompile(`\[\d+\]([^\s:\[\]]+):(\d+)/(IB|RoCE)`)
+	hcaRE     = regexp.MustCompile(`\[(\d+)\]([^\s:\[\]]+):(\d+)/(IB|RoCE)`)
+	// NCCL 2.3: "NET/IB: [0] mlx5_0:1/IB" per device, "Using interface ib0 for sideband communication".
+	oldHCARE  = regexp.MustCompile(`^NET/IB\w*: \[(\d+)\] ([^\s:]+):(\d+)/(IB|RoCE)\s*$`)
+	oldOOBRE  = regexp.MustCompile(`^NET/IB\w* : Using interface (\S+) for sideband communication`)
 	sockUseRE = regexp.MustCompile(`NET/Socket ?: Using (.*)$`)
 	sockIfRE  = regexp.MustCompile(`\[\d+\]([^\s:]+):([^<\s]+)<`)
-	netRE     = regexp.MustCompile(`^Using network (.+?)\s*$`)
-	envRE     = regexp.MustCompile(`^(NCCL_[A-Z0-9_]+) set by environment to (.*?)\.?\s*$`)
-	commRE    = regexp.MustCompile(`comm 0x[0-9a-fA-F]+ rank (\d+) nranks (\d+) cudaDev (\d+)`)
-	// "via NET/IB/0/GDRDMA", "via NET/IB/1(0)/GDRDMA", "via NET/IBext/0", "via NET/Socket/0"
-	channelRE  = regexp.MustCompile(`Channel \d+(?:/\d+)? : .* via NET/([A-Za-z_]+)/(\S*)`)
-	gdrOnRE    = regexp.MustCompile(`GPU Direct RDMA Enabled`)
-	gdrOffRE   = regexp.MustCompile(`GPU Direct RDMA Disabled`)
-	noDevRE    = regexp.MustCompile(`NET/IB ?: No device found`)
-	testRankRE = regexp.MustCompile(`^#?\s*Rank\s+(\d+)\s+(?:Group\s+\d+\s+)?Pid\s+(\d+) on\s+(\S+) device\s+(\d+)`)
+	netRE     = regexp.MustCompile(`^(?:Using (?:network|internal Network|external Network) (.+?)|Assigned NET plugin (.+?) to comm)\s*$`)
+	envRE     = regexp.MustCompile(`^(NCCL_[A-Z0-9_]+) set (?:by environment )?to (.*?)\s*$`)
+	commRE    = regexp.MustCompile(`comm 0x[0-9a-fA-F]+ rank (\d+) n[Rr]anks (\d+)(?: .*?cudaDev (\d+))?`)
+	// "Channel 00/0 : 0[0] -> 1[1] [send] via NET/IB/0/GDRDMA", "Ring 00 : 3 -> 0 via NET/IB/0/GDRDMA" (2.3-2.6),
+	// "via NET/IBext_v8/1(0)/GDRDMA(PCI)/Shared", "via NET/AWS Libfabric/0"
+	channelRE  = regexp.MustCompile(`(?:Channel|Ring) \d+(?:/\d+)? : .* via NET/(.+?)/(\d+)(?:\(\d+\))?(\S*)`)
+	localRE    = regexp.MustCompile(`(?:Channel|Ring) \d+(?:/\d+)? : .* via (?:P2P|SHM|direct shared memory)`)
+	gdrForGPU  = regexp.MustCompile(`GPU Direct RDMA (Enabled|Disabled) for GPU`)
+	gdrNoMod   = regexp.MustCompile(`GPU Direct RDMA Disabled for .*\(no module`)
+	ringGDRRE  = regexp.MustCompile(`Connected all rings, use ring PXN \d+ GDR (\d)`)
+	noDevRE    = regexp.MustCompile(`NET/IB\w* ?: No device found`)
+	noVerbsRE  = regexp.MustCompile(`Failed to open libibverbs`)
+	ibRetRE    = regexp.MustCompile(`^(?:\S*/)?net_ib(?:/\w+)?\.cc:\d+ -> \d+|^Failed to initialize NET plugin IB\b`)
 	avgRE      = regexp.MustCompile(`^#\s*Avg bus bandwidth\s*:\s*([0-9.eE+-]+)`)
 	testNameRE = regexp.MustCompile(`^#\s*Collective test starting: (\S+)`)
 	numRE      = regexp.MustCompile(`^\d+$`)
@@ -142,7 +214,7 @@ var (
 
 // Parse reads one or more logs belonging to the same run.
 func Parse(names []string, readers []io.Reader) (*Report, error) {
-	r := &Report{Files: names, Env: map[string]string{}, ranksByKey: map[string]*Rank{}, networks: map[string]bool{},
+	r := &Report{Files: names, Env: map[string]string{}, ranksByKey: map[string]*Rank{}, byCode: map[string]*failure{},
 		Ranks: []Rank{}, Hosts: []string{}, HCAs: []string{}, OOB: []string{}, Rows: []TestRow{}, Warnings: []string{}, Problems: []Problem{}, BusBWUnit: "GB/s"}
 	for i, rd := range readers {
 		if err := r.read(rd); err != nil {
@@ -167,10 +239,23 @@ func (r *Report) rank(host, pid, dev string) *Rank {
 	if err != nil {
 		d = -1
 	}
-	rk := &Rank{Rank: -1, Host: host, PID: p, Device: d, Channels: map[string]int{}, HCAs: []string{}}
+	rk := &Rank{Rank: -1, Host: host, PID: p, Device: d, Channels: map[string]int{}, HCAs: []string{},
+		hcaLL: map[int]string{}, channelDevs: map[int]bool{}}
 	r.ranksByKey[key] = rk
 	r.order = append(r.order, key)
 	return rk
+}
+
+// stripPrefixes removes what launchers, kubectl and log collectors put
+// before a line.
+func stripPrefixes(line string) string {
+	for {
+		loc := prefixRE.FindStringIndex(line)
+		if loc == nil || loc[1] == 0 {
+			return line
+		}
+		line = line[loc[1]:]
+	}
 }
 
 func (r *Report) read(rd io.Reader) error {
@@ -178,13 +263,10 @@ func (r *Report) read(rd io.Reader) error {
 	sc.Buffer(make([]byte, 0, 64*1024), 4*1024*1024)
 	for sc.Scan() {
 		line := strings.TrimRight(sc.Text(), "\r")
-		for {
-			loc := prefixRE.FindStringIndex(line)
-			if loc == nil || loc[1] == 0 {
-				break
-			}
-			line = line[loc[1]:]
+		if strings.IndexByte(line, 0x1b) >= 0 {
+			line = ansiRE.ReplaceAllString(line, "")
 		}
+		line = stripPrefixes(line)
 		if m := versionRE.FindStringSubmatch(line); m != nil && r.Version == "" {
 			r.Version = m[1]
 		}
@@ -192,24 +274,36 @@ func (r *Report) read(rd io.Reader) error {
 			r.nccl(m[1], m[2], m[4], m[5], strings.TrimSpace(m[6]))
 			continue
 		}
-		r.testLine(strings.TrimSpace(line))
+		l := strings.TrimSpace(line)
+		// NCCL's own messages outside its debug lines: PyTorch's
+		// "Last error:" paragraph, a launcher's error summary.
+		r.classify(nil, "", l)
+		r.testLine(l)
 	}
 	return sc.Err()
 }
 
 func (r *Report) nccl(host, pid, dev, level, msg string) {
 	rk := r.rank(host, pid, dev)
-	if level == "WARN" {
+	switch level {
+	case "WARN":
+		r.warnLines++
 		r.Warnings = append(r.Warnings, fmt.Sprintf("%s:%s [%s] %s", host, pid, dev, msg))
+	case "INFO":
+		r.infoLines++
 	}
+	r.classify(rk, host+":"+pid, msg)
 	if m := ibUsingRE.FindStringSubmatch(msg); m != nil {
 		for _, h := range hcaRE.FindAllStringSubmatch(m[1], -1) {
-			name := h[1] + ":" + h[2] + "/" + h[3]
-			if !contains(rk.HCAs, name) {
-				rk.HCAs = append(rk.HCAs, name)
-			}
+			rk.addHCA(h[1], h[2], h[3], h[4])
 		}
 		rk.OOB = m[2] + ":" + m[3]
+	}
+	if m := oldHCARE.FindStringSubmatch(msg); m != nil {
+		rk.addHCA(m[1], m[2], m[3], m[4])
+	}
+	if m := oldOOBRE.FindStringSubmatch(msg); m != nil && rk.OOB == "" {
+		rk.OOB = m[1]
 	}
 	if m := sockUseRE.FindStringSubmatch(msg); m != nil && rk.OOB == "" {
 		if s := sockIfRE.FindStringSubmatch(m[1]); s != nil {
@@ -217,43 +311,89 @@ func (r *Report) nccl(host, pid, dev, level, msg string) {
 		}
 	}
 	if m := netRE.FindStringSubmatch(msg); m != nil {
-		rk.Network = netName(m[1])
-		r.networks[rk.Network] = true
+		rk.Network = m[1] + m[2]
 	}
 	if m := envRE.FindStringSubmatch(msg); m != nil {
-		r.Env[m[1]] = m[2]
+		v := m[2]
+		// NCCL's integer parameters end their line with a period ("to 1.").
+		if t := strings.TrimSuffix(v, "."); t != v {
+			if _, err := strconv.ParseInt(t, 10, 64); err == nil {
+				v = t
+			}
+		}
+		if rk.Env == nil {
+			rk.Env = map[string]string{}
+		}
+		rk.Env[m[1]] = v
+		if _, ok := r.Env[m[1]]; !ok {
+			r.Env[m[1]] = v
+		}
 	}
 	if m := commRE.FindStringSubmatch(msg); m != nil {
 		n, _ := strconv.Atoi(m[1])
 		nr, _ := strconv.Atoi(m[2])
-		d, _ := strconv.Atoi(m[3])
 		if rk.Rank < 0 {
 			rk.Rank = n
 		}
-		rk.Device = d
+		if m[3] != "" {
+			rk.Device, _ = strconv.Atoi(m[3])
+		}
 		if nr > r.NRanks {
 			r.NRanks = nr
 		}
 	}
 	if m := channelRE.FindStringSubmatch(msg); m != nil {
-		t := netName(m[1])
-		rk.Channels[t]++
-		if strings.Contains(m[2], "GDRDMA") {
-			rk.GDR = true
+		rk.Channels[m[1]]++
+		d, _ := strconv.Atoi(m[2])
+		rk.channelDevs[d] = true
+		if strings.Contains(m[3], "GDRDMA") {
+			rk.GDRChannels++
 		}
+	} else if localRE.MatchString(msg) {
+		rk.LocalChannels++
 	}
-	if gdrOnRE.MatchString(msg) {
-		r.gdrLines = true
+	if m := gdrForGPU.FindStringSubmatch(msg); m != nil {
+		r.sayGDR(m[1] == "Enabled")
 	}
-	if gdrOffRE.MatchString(msg) {
-		rk.gdrDisabled = true
+	if m := ringGDRRE.FindStringSubmatch(msg); m != nil {
+		r.sayGDR(m[1] == "1")
+	}
+	if gdrNoMod.MatchString(msg) {
+		r.noModule = true
+		r.sayGDR(false)
 	}
 	if noDevRE.MatchString(msg) {
-		r.noIBDevice = true
+		rk.noIBDevice = true
 	}
-	if strings.Contains(msg, "no socket interface found") || strings.Contains(msg, "No usable listening interface found") {
-		r.oobBad = true
+	if noVerbsRE.MatchString(msg) {
+		rk.noVerbs = true
 	}
+	if ibRetRE.MatchString(msg) && rk.ibInitFailed == "" {
+		rk.ibInitFailed = msg
+	}
+}
+
+// sayGDR records a GPUDirect RDMA statement that is not a channel line; a
+// "no" anywhere wins over a "yes" elsewhere (the verdict is then partial
+// when channels do not settle it).
+func (r *Report) sayGDR(on bool) {
+	switch {
+	case on && r.gdrSaid == "":
+		r.gdrSaid = GDRYes
+	case on && r.gdrSaid == GDRNo, !on && r.gdrSaid == GDRYes:
+		r.gdrSaid = GDRPartial
+	case !on && r.gdrSaid == "":
+		r.gdrSaid = GDRNo
+	}
+}
+
+func (rk *Rank) addHCA(idx, dev, port, ll string) {
+	name := dev + ":" + port + "/" + ll
+	if !contains(rk.HCAs, name) {
+		rk.HCAs = append(rk.HCAs, name)
+	}
+	i, _ := strconv.Atoi(idx)
+	rk.hcaLL[i] = ll
 }
 
 func (r *Report) testLine(l string) {
@@ -296,23 +436,81 @@ func (r *Report) testLine(l string) {
 	r.Rows = append(r.Rows, row)
 }
 
+// transport of one rank: from its network channels, else from the network
+// NCCL says it uses; NET/IB splits into IB and RoCE by the link layer of
+// the HCAs the channels use.
+func (rk *Rank) transport() string {
+	var nets []string
+	for n, c := range rk.Channels {
+		if c > 0 {
+			nets = append(nets, n)
+		}
+	}
+	switch {
+	case len(nets) > 1:
+		return TransportMixed
+	case len(nets) == 0 && rk.Network == "":
+		return TransportUnknown
+	case len(nets) == 0:
+		nets = []string{rk.Network}
+	}
+	n := nets[0]
+	lls := map[string]bool{}
+	for d := range rk.channelDevs {
+		if ll, ok := rk.hcaLL[d]; ok {
+			lls[ll] = true
+		}
+	}
+	if len(lls) == 0 {
+		for _, ll := range rk.hcaLL {
+			lls[ll] = true
+		}
+	}
+	if len(lls) == 1 {
+		for ll := range lls {
+			rk.LinkLayer = ll
+		}
+	}
+	switch {
+	case n == "IB" && len(lls) > 1:
+		return TransportMixed
+	case n == "IB" && rk.LinkLayer == "RoCE":
+		return TransportRoCE
+	case n == "IB":
+		return TransportIB
+	case n == "Socket":
+		return TransportSocket
+	}
+	return n
+}
+
+func (rk *Rank) netChannels() int {
+	n := 0
+	for _, c := range rk.Channels {
+		n += c
+	}
+	return n
+}
+
 func (r *Report) finish() {
+	// A run on one host whose ranks set up intra-node channels only did
+	// not use the network NCCL picked ("Using network Socket" on a
+	// single-node run is no socket fallback).
+	runHosts, netCh, localCh := map[string]bool{}, 0, 0
+	for _, rk := range r.ranksByKey {
+		runHosts[rk.Host] = true
+		netCh += rk.netChannels()
+		localCh += rk.LocalChannels
+	}
+	netUnused := netCh == 0 && localCh > 0 && len(runHosts) == 1
 	hosts, hcas, oobs := map[string]bool{}, map[string]bool{}, map[string]bool{}
 	for _, k := range r.order {
 		rk := r.ranksByKey[k]
-		ib, sock := rk.Channels["IB"], rk.Channels["Socket"]
-		switch {
-		case ib > 0 && sock > 0:
-			rk.Transport = TransportMixed
-		case ib > 0:
-			rk.Transport = TransportIB
-		case sock > 0:
-			rk.Transport = TransportSocket
-		case rk.Network == "IB" || rk.Network == "Socket":
-			rk.Transport = rk.Network
-		default:
+		rk.Transport = rk.transport()
+		if netUnused {
 			rk.Transport = TransportUnknown
 		}
+		rk.GDR = rk.netChannels() > 0 && rk.GDRChannels == rk.netChannels()
 		// A rank that logged nothing but its identity is not a rank worth
 		// listing (e.g. a launcher line).
 		if rk.Rank < 0 && rk.Transport == TransportUnknown && len(rk.HCAs) == 0 && rk.OOB == "" {
@@ -344,112 +542,46 @@ func (r *Report) finish() {
 
 	seen := map[string]bool{}
 	for _, rk := range r.Ranks {
-		if rk.Transport == TransportIB || rk.Transport == TransportSocket || rk.Transport == TransportMixed {
+		if rk.Transport != TransportUnknown {
 			seen[rk.Transport] = true
 		}
 	}
 	switch {
-	case seen[TransportMixed] || (seen[TransportIB] && seen[TransportSocket]):
+	case len(seen) > 1 || seen[TransportMixed] || len(r.mismatch) > 0:
 		r.Transport = TransportMixed
-	case seen[TransportIB]:
-		r.Transport = TransportIB
-	case seen[TransportSocket]:
-		r.Transport = TransportSocket
+	case len(seen) == 1:
+		for t := range seen {
+			r.Transport = t
+		}
 	default:
 		r.Transport = TransportUnknown
 	}
-	ibRanks, gdrRanks := 0, 0
+	r.GDRVerdict = r.gdrVerdict()
+	r.GDR = r.GDRVerdict == GDRYes
+	r.diagnose()
+}
+
+func (r *Report) gdrVerdict() string {
+	net, gdr := 0, 0
 	for _, rk := range r.Ranks {
-		if rk.Channels["IB"] > 0 {
-			ibRanks++
-			if rk.GDR {
-				gdrRanks++
-			}
-		}
+		net += rk.netChannels()
+		gdr += rk.GDRChannels
 	}
-	r.GDR = r.Transport == TransportIB && ((ibRanks > 0 && gdrRanks == ibRanks) || (ibRanks == 0 && r.gdrLines))
-	r.diagnose(ibRanks, gdrRanks)
-}
-
-func (r *Report) add(sev, code, msg, fix string) {
-	r.Problems = append(r.Problems, Problem{Severity: sev, Code: code, Message: msg, Fix: fix})
-}
-
-// ibDisabledOnPurpose tells whether sockets were requested.
-func (r *Report) ibDisabledOnPurpose() (string, bool) {
-	if v, ok := r.Env["NCCL_IB_DISABLE"]; ok && strings.TrimSpace(v) != "0" {
-		return "NCCL_IB_DISABLE=" + v, true
+	switch {
+	case r.Transport == TransportUnknown:
+		return GDRUnknown
+	case r.Transport == TransportSocket:
+		return GDRNo
+	case net > 0 && gdr == net:
+		return GDRYes
+	case net > 0 && gdr == 0:
+		return GDRNo
+	case net > 0:
+		return GDRPartial
+	case r.gdrSaid != "":
+		return r.gdrSaid
 	}
-	if v, ok := r.Env["NCCL_NET"]; ok && strings.EqualFold(v, "Socket") {
-		return "NCCL_NET=" + v, true
-	}
-	return "", false
-}
-
-func (r *Report) diagnose(ibRanks, gdrRanks int) {
-	why, onPurpose := r.ibDisabledOnPurpose()
-	byT := map[string][]string{}
-	for _, rk := range r.Ranks {
-		byT[rk.Transport] = append(byT[rk.Transport], rk.label())
-	}
-	switch r.Transport {
-	case TransportMixed:
-		var parts []string
-		for _, t := range []string{TransportIB, TransportSocket, TransportMixed, TransportUnknown} {
-			if len(byT[t]) > 0 {
-				parts = append(parts, fmt.Sprintf("%s: %s", t, strings.Join(byT[t], ", ")))
-			}
-		}
-		r.add("error", "MIXED_TRANSPORT", "ranks use different network transports ("+strings.Join(parts, "; ")+"); the slowest link sets the pace of every collective", "compare the Socket ranks' pods/nodes with the IB ones: RDMA resource and networks annotation, IPC_LOCK, /dev/infiniband, the rdma CNI step, NCCL_IB_HCA/NCCL_SOCKET_IFNAME")
-	case TransportSocket:
-		if onPurpose {
-			r.add("info", "SOCKET_BASELINE", fmt.Sprintf("transport is NET/Socket because %s was set: a TCP baseline run", why), "")
-		} else {
-			msg := "NCCL fell back to TCP sockets (NET/Socket) without NCCL_IB_DISABLE: RDMA is not in use"
-			if r.noIBDevice {
-				msg += "; the log says NET/IB found no device (no /dev/infiniband or no active RDMA port in the container)"
-			}
-			r.add("error", "SOCKET_FALLBACK", msg, "check the pod has an RDMA device (resource request, rdma CNI step in exclusive mode, /dev/infiniband), IPC_LOCK, an active port (ibv_devinfo), and that NCCL_IB_HCA does not filter every device out; lint the manifests with kubectl rdma lint")
-		}
-	case TransportUnknown:
-		if len(r.Ranks) == 0 && len(r.Rows) > 0 {
-			r.add("info", "NO_NCCL_INFO", "nccl-tests output without NCCL INFO lines: the transport cannot be told", "rerun with NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,NET")
-		} else if len(r.Hosts) <= 1 && len(r.Ranks) > 0 {
-			r.add("warning", "SINGLE_NODE", "all ranks ran on one host and no network channel was set up: the RDMA path was not exercised", "run across at least two nodes; a wrong GID only shows across nodes")
-		} else {
-			r.add("info", "NO_TRANSPORT", "the log names no network transport", "rerun with NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,NET")
-		}
-	}
-	if r.Transport == TransportIB || (r.Transport == TransportMixed && ibRanks > 0) {
-		if gdrRanks < ibRanks || (ibRanks == 0 && !r.GDR) {
-			msg := "GPUDirect RDMA is not in use: IB channels have no /GDRDMA, data bounces through host memory"
-			fix := "check nvidia-peermem (or dma-buf) is loaded and GPU and NIC share a PCIe switch; NCCL_NET_GDR_LEVEL widens the distance NCCL accepts"
-			anyDisabled := false
-			for _, rk := range r.Ranks {
-				anyDisabled = anyDisabled || rk.gdrDisabled
-			}
-			if anyDisabled {
-				msg += " (the log says \"GPU Direct RDMA Disabled\")"
-			}
-			if gdrRanks > 0 {
-				msg = fmt.Sprintf("GPUDirect RDMA is used by %d of %d IB ranks only", gdrRanks, ibRanks)
-			}
-			r.add("warning", "NO_GDR", msg, fix)
-		}
-	}
-	if r.oobBad {
-		r.add("error", "NO_OOB_INTERFACE", "NCCL found no socket interface for bootstrap", "make NCCL_SOCKET_IFNAME match an interface the pod has (the annotation's @ifname, or eth0 on hostNetwork)")
-	}
-	if len(r.Warnings) > 0 {
-		r.add("warning", "NCCL_WARN", fmt.Sprintf("%d NCCL WARN line(s), first: %s", len(r.Warnings), r.Warnings[0]), "")
-	}
-	var wrong int64
-	for _, row := range r.Rows {
-		wrong += row.Wrong
-	}
-	if wrong > 0 {
-		r.add("error", "WRONG_RESULTS", fmt.Sprintf("nccl-tests counted %d wrong results", wrong), "data corruption on the path: check the fabric, PFC/ECN and firmware before trusting any bandwidth")
-	}
+	return GDRUnknown
 }
 
 func (rk Rank) label() string {
@@ -476,8 +608,8 @@ func (r *Report) CompareTo(b *Report) {
 		}
 	}
 	r.Baseline = c
-	if c.Speedup != nil && *c.Speedup <= 1.0 && r.Transport == TransportIB && b.Transport == TransportSocket {
-		r.add("warning", "NOT_FASTER_THAN_BASELINE", fmt.Sprintf("the IB run's average bus bandwidth (%.2f GB/s) is not above the socket baseline's (%.2f GB/s)", *r.BusBWAvg, *b.BusBWAvg), "check GID index, PFC/ECN, MTU and that the benchmark spans nodes")
+	if c.Speedup != nil && *c.Speedup <= 1.0 && RDMA(r.Transport) && b.Transport == TransportSocket {
+		r.add("warning", "NOT_FASTER_THAN_BASELINE", fmt.Sprintf("the %s run's average bus bandwidth (%.2f GB/s) is not above the socket baseline's (%.2f GB/s)", r.Transport, *r.BusBWAvg, *b.BusBWAvg), "check GID index, PFC/ECN, MTU and that the benchmark spans nodes")
 	}
 }
 
@@ -491,15 +623,6 @@ func (r *Report) Worst() string {
 		}
 	}
 	return w
-}
-
-// netName folds NCCL network names: the IB verbs transport also appears as
-// the external plugin "IBext" (SHARP/HPC-X net plugin).
-func netName(n string) string {
-	if strings.HasPrefix(n, "IB") {
-		return TransportIB
-	}
-	return n
 }
 
 func keys(m map[string]bool) []string {

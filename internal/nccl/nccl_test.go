@@ -45,17 +45,17 @@ func TestFixtures(t *testing.T) {
 		noProblems []string
 		worst      string
 	}{
-		{name: "IB with GPUDirect RDMA", file: "ib_gdr.log", transport: TransportIB, gdr: true, version: "2.21.5+cuda12.4", ranks: 4,
-			perRank: map[int]string{0: TransportIB, 3: TransportIB}, hcas: []string{"mlx5_2:1/RoCE", "mlx5_3:1/RoCE"}, oob: []string{"net1:10.60.1.11", "net1:10.60.1.12"},
+		{name: "RoCE with GPUDirect RDMA", file: "ib_gdr.log", transport: TransportRoCE, gdr: true, version: "2.21.5+cuda12.4", ranks: 4,
+			perRank: map[int]string{0: TransportRoCE, 3: TransportRoCE}, hcas: []string{"mlx5_2:1/RoCE", "mlx5_3:1/RoCE"}, oob: []string{"net1:10.60.1.11", "net1:10.60.1.12"},
 			busbw: 20.5, rows: 6, noProblems: []string{"SOCKET_FALLBACK", "NO_GDR", "MIXED_TRANSPORT"}, worst: ""},
-		{name: "IB without GDR, older formats", file: "ib_nogdr.log", transport: TransportIB, gdr: false, version: "2.18.3+cuda12.2", ranks: 4,
-			perRank: map[int]string{1: TransportIB}, busbw: 16.4, rows: 6, problems: []string{"NO_GDR"}, worst: "warning"},
+		{name: "RoCE without GDR, older formats", file: "ib_nogdr.log", transport: TransportRoCE, gdr: false, version: "2.18.3+cuda12.2", ranks: 4,
+			perRank: map[int]string{1: TransportRoCE}, busbw: 16.4, rows: 6, problems: []string{"NO_GDR"}, worst: "warning"},
 		{name: "silent socket fallback", file: "socket_fallback.log", transport: TransportSocket, ranks: 4,
 			perRank: map[int]string{2: TransportSocket}, busbw: 2.48, rows: 6, problems: []string{"SOCKET_FALLBACK"}, noProblems: []string{"SOCKET_BASELINE"}, worst: "error"},
 		{name: "socket baseline under mpirun prefixes", file: "socket_baseline.log", transport: TransportSocket, ranks: 4, busbw: 2.56, rows: 6,
 			problems: []string{"SOCKET_BASELINE"}, noProblems: []string{"SOCKET_FALLBACK"}, worst: "info"},
 		{name: "mixed ranks from kubectl logs --prefix", file: "mixed_ranks.log", transport: TransportMixed, ranks: 4,
-			perRank: map[int]string{0: TransportIB, 1: TransportIB, 2: TransportSocket, 3: TransportSocket}, problems: []string{"MIXED_TRANSPORT"}, worst: "error"},
+			perRank: map[int]string{0: TransportRoCE, 1: TransportRoCE, 2: TransportSocket, 3: TransportSocket}, problems: []string{"MIXED_TRANSPORT"}, worst: "error"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			r := parseFiles(t, tc.file)
@@ -126,7 +126,7 @@ func TestJSONShape(t *testing.T) {
 	if err := json.Unmarshal(buf.Bytes(), &m); err != nil {
 		t.Fatal(err)
 	}
-	if m["transport"] != "IB" || m["gdr"] != true {
+	if m["transport"] != "RoCE" || m["gdr"] != true || m["gdr_verdict"] != "yes" {
 		t.Errorf("transport/gdr = %v/%v", m["transport"], m["gdr"])
 	}
 	if _, ok := m["busbw_avg_gbps"].(float64); !ok {
@@ -172,7 +172,7 @@ func TestBaseline(t *testing.T) {
 	if err := r.WriteText(&txt, false); err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{"transport  IB", "GPUDirect RDMA yes", "speedup", "mlx5_2:1/RoCE"} {
+	for _, want := range []string{"transport  RoCE", "GPUDirect RDMA yes", "speedup", "mlx5_2:1/RoCE"} {
 		if !strings.Contains(txt.String(), want) {
 			t.Errorf("text report lacks %q:\n%s", want, txt.String())
 		}
@@ -211,7 +211,7 @@ func TestEdgeCases(t *testing.T) {
 		{name: "WARN with source location", log: "h:1:2 [0] transport/net_ib.cc:1234 NCCL WARN NET/IB : Got completion from peer 10.0.0.2<1234> with status=12 opcode=0\nh:1:2 [0] NCCL INFO Using network IB\n", transport: TransportIB, problem: "NCCL_WARN"},
 		{name: "no OOB interface", log: "h:1:1 [0] NCCL INFO NCCL_SOCKET_IFNAME set by environment to eth1\nh:1:1 [0] NCCL INFO Bootstrap : no socket interface found\n", transport: TransportUnknown, problem: "NO_OOB_INTERFACE"},
 		{name: "tests without INFO", log: "#       size         count      type   redop    root     time   algbw   busbw #wrong     time   algbw   busbw #wrong\n     1048576        262144     float     sum      -1    100.0   10.00   15.00      0    100.0   10.00   15.00      0\n# Avg bus bandwidth    : 15.0\n", transport: TransportUnknown, problem: "NO_NCCL_INFO"},
-		{name: "IBext plugin with proxy rank in the channel", log: "h1:1:2 [0] NCCL INFO NET/IBext : Using [0]mlx5_0:1/IB ; OOB ib0:10.0.0.1<0>\nh1:1:2 [0] NCCL INFO Using network IBext\nh1:1:2 [0] NCCL INFO comm 0x1 rank 0 nranks 2 cudaDev 0 busId 1000 - Init COMPLETE\nh1:1:2 [0] NCCL INFO Channel 00/1 : 1[0] -> 0[0] [receive] via NET/IBext/0(1)/GDRDMA\nh2:1:2 [0] NCCL INFO comm 0x1 rank 1 nranks 2 cudaDev 0 busId 1000 - Init COMPLETE\nh2:1:2 [0] NCCL INFO Channel 00/1 : 0[0] -> 1[0] [receive] via NET/IBext/0(0)/GDRDMA\n", transport: TransportIB},
+		{name: "IBext plugin with proxy rank in the channel", log: "h1:1:2 [0] NCCL INFO NET/IBext : Using [0]mlx5_0:1/IB ; OOB ib0:10.0.0.1<0>\nh1:1:2 [0] NCCL INFO Using network IBext\nh1:1:2 [0] NCCL INFO comm 0x1 rank 0 nranks 2 cudaDev 0 busId 1000 - Init COMPLETE\nh1:1:2 [0] NCCL INFO Channel 00/1 : 1[0] -> 0[0] [receive] via NET/IBext/0(1)/GDRDMA\nh2:1:2 [0] NCCL INFO comm 0x1 rank 1 nranks 2 cudaDev 0 busId 1000 - Init COMPLETE\nh2:1:2 [0] NCCL INFO Channel 00/1 : 0[0] -> 1[0] [receive] via NET/IBext/0(0)/GDRDMA\n", transport: "IBext"},
 		{name: "wrong results", log: "     1048576        262144     float     sum      -1    100.0   10.00   15.00      3    100.0   10.00   15.00      0\n", transport: TransportUnknown, problem: "WRONG_RESULTS"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -235,7 +235,7 @@ func TestEdgeCases(t *testing.T) {
 	}
 }
 
-// FuzzParse: the log reader never panics and always yields a known transport.
+// FuzzParse: the log reader never panics and always yields a transport and a GDR verdict.
 func FuzzParse(f *testing.F) {
 	files, _ := filepath.Glob("testdata/*.log")
 	for _, p := range files {
@@ -250,10 +250,13 @@ func FuzzParse(f *testing.F) {
 		if err != nil {
 			return
 		}
-		switch r.Transport {
-		case TransportIB, TransportSocket, TransportMixed, TransportUnknown:
+		if r.Transport == "" {
+			t.Fatal("empty transport")
+		}
+		switch r.GDRVerdict {
+		case GDRYes, GDRNo, GDRPartial, GDRUnknown:
 		default:
-			t.Fatalf("transport %q", r.Transport)
+			t.Fatalf("GDR verdict %q", r.GDRVerdict)
 		}
 		_ = r.WriteJSON(io.Discard)
 		_ = r.WriteText(io.Discard, true)

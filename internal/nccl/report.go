@@ -29,12 +29,25 @@ func (r *Report) WriteText(w io.Writer, color bool) error {
 		fmt.Fprintf(&b, "  version    %s\n", r.Version)
 	}
 	tcol := "\x1b[32m"
-	if r.Transport != TransportIB {
+	if !RDMA(r.Transport) {
 		tcol = "\x1b[31m"
 	}
-	gdr := "no"
-	if r.GDR {
-		gdr = "yes"
+	gdr := r.GDRVerdict
+	switch gdr {
+	case "":
+		gdr = GDRNo
+		if r.GDR {
+			gdr = GDRYes
+		}
+	case GDRPartial:
+		net, on := 0, 0
+		for _, rk := range r.Ranks {
+			net += rk.netChannels()
+			on += rk.GDRChannels
+		}
+		gdr = fmt.Sprintf("partial (%d of %d network channels)", on, net)
+	case GDRUnknown:
+		gdr = "unknown (no network channel lines)"
 	}
 	fmt.Fprintf(&b, "  transport  %s   GPUDirect RDMA %s\n", c(tcol, r.Transport), gdr)
 	fmt.Fprintf(&b, "  ranks      %d on %d host(s)", len(r.Ranks), len(r.Hosts))
@@ -59,10 +72,17 @@ func (r *Report) WriteText(w io.Writer, color bool) error {
 				rank = fmt.Sprint(rk.Rank)
 			}
 			g := "-"
-			if rk.GDR {
+			switch {
+			case rk.GDR:
 				g = "yes"
+			case rk.GDRChannels > 0:
+				g = fmt.Sprintf("%d/%d", rk.GDRChannels, rk.netChannels())
 			}
-			fmt.Fprintf(&b, "  %-5s %-20s %-7d %-4d %-9s %-4s %s %s\n", rank, rk.Host, rk.PID, rk.Device, rk.Transport, g, strings.Join(rk.HCAs, ","), rk.OOB)
+			t := rk.Transport
+			if rk.LinkLayer != "" && t != TransportIB && t != TransportRoCE && t != TransportMixed {
+				t += "/" + rk.LinkLayer // a verbs plugin: IBext_v8/RoCE
+			}
+			fmt.Fprintf(&b, "  %-5s %-20s %-7d %-4d %-9s %-4s %s %s\n", rank, rk.Host, rk.PID, rk.Device, t, g, strings.Join(rk.HCAs, ","), rk.OOB)
 		}
 	}
 	if len(r.Rows) > 0 {

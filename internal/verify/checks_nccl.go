@@ -25,9 +25,12 @@ func (c *checker) ncclLog() {
 		c.add(L, IDNCCLLog, Unknown, "NCCL log: "+err.Error(), "")
 		return
 	}
-	gdr := "no"
-	if rep.GDR {
-		gdr = "yes"
+	gdr := rep.GDRVerdict
+	if gdr == "" {
+		gdr = "no"
+		if rep.GDR {
+			gdr = "yes"
+		}
 	}
 	desc := fmt.Sprintf("transport %s, HCAs %s, OOB %s, GPUDirect RDMA %s", rep.Transport, orNone(rep.HCAs), orNone(rep.OOB), gdr)
 	var errs, fixes []string
@@ -42,8 +45,21 @@ func (c *checker) ncclLog() {
 	switch {
 	case len(errs) > 0:
 		c.add(L, IDNCCLLog, Problem, desc+": "+strings.Join(errs, "; "), strings.Join(fixes, "; "))
-	case rep.Transport == nccl.TransportIB:
-		c.add(L, IDNCCLLog, OK, "NCCL used NET/IB: "+desc, "")
+	case rep.Transport == nccl.TransportIB || rep.Transport == nccl.TransportRoCE:
+		c.add(L, IDNCCLLog, OK, "NCCL used NET/IB ("+rep.Transport+"): "+desc, "")
+	case nccl.RDMA(rep.Transport):
+		c.add(L, IDNCCLLog, OK, "NCCL used the RDMA network plugin "+rep.Transport+": "+desc, "")
+	case rep.Transport != nccl.TransportUnknown:
+		// Sockets on purpose (a baseline) or IB disabled or failed: the
+		// log cannot tell an error here.
+		msg, fix := "NCCL did not use RDMA: "+desc, ""
+		for _, p := range rep.Problems {
+			if p.Code != "NCCL_WARN" {
+				msg, fix = msg+": "+p.Message, p.Fix
+				break
+			}
+		}
+		c.add(L, IDNCCLLog, Unknown, msg, fix)
 	default:
 		c.add(L, IDNCCLLog, Unknown, "no NET/ transport line in the log ("+desc+")", "run NCCL with NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,NET (and read the log before it rotates)")
 	}
