@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net"
 	"net/netip"
 	"slices"
 	"strconv"
@@ -107,12 +108,15 @@ type RawKubernetes struct {
 type RawIPAM struct {
 	Type string `json:"type"`
 	RawRange
-	IPRanges      []RawRange        `json:"ipRanges,omitempty"`
-	Gateway       string            `json:"gateway,omitempty"`
-	NetworkName   string            `json:"network_name,omitempty"`
-	Routes        []*cnitypes.Route `json:"routes,omitempty"`
-	DNS           cnitypes.DNS      `json:"dns,omitempty"`
-	NodeSliceSize string            `json:"node_slice_size,omitempty"`
+	IPRanges []RawRange `json:"ipRanges,omitempty"`
+	// HistoricRanges is "ranges", a key Whereabouts never released and
+	// ignores (see historicRanges).
+	HistoricRanges json.RawMessage   `json:"ranges,omitempty"`
+	Gateway        string            `json:"gateway,omitempty"`
+	NetworkName    string            `json:"network_name,omitempty"`
+	Routes         []*cnitypes.Route `json:"routes,omitempty"`
+	DNS            cnitypes.DNS      `json:"dns,omitempty"`
+	NodeSliceSize  string            `json:"node_slice_size,omitempty"`
 	// EnableOverlappingRanges (Whereabouts; default true) protects addresses
 	// across overlapping ranges of one network_name; false opts out.
 	EnableOverlappingRanges *bool          `json:"enable_overlapping_ranges,omitempty"`
@@ -153,6 +157,11 @@ type Config struct {
 	Ranges  []*Range
 	Routes  []*cnitypes.Route
 	DNS     cnitypes.DNS
+	// Gateway is the gateway as configured. A range whose CIDR holds it
+	// has it as Range.Gateway (reserved, never allocated); outside every
+	// range it is still returned as the gateway of the addresses of its
+	// family, as Whereabouts returns it.
+	Gateway netip.Addr
 	Store   StoreConfig
 	// NodeName is the node identity; empty means "resolve at run time"
 	// (NODENAME env, then the host name).
@@ -227,6 +236,9 @@ func Parse(netconf []byte, env Env) (*Config, error) {
 	}
 	_ = json.Unmarshal(netconf, &raw) // decoded above already; cannot fail differently
 	for _, u := range UnknownKeys(raw.IPAM) {
+		if strings.EqualFold(u.Path, "ranges") {
+			continue // build warned about it, saying how it was read
+		}
 		cfg.Warnings = append(cfg.Warnings, fmt.Sprintf("rdmanet-ipam: network %q: ipam config: %s", nc.Name, u))
 	}
 	nodeFile := firstNonEmpty(env.NodeConfigPath, DefaultNodeConfigPath)
@@ -244,6 +256,15 @@ func build(cniVersion, name string, ipam, node *RawIPAM, env Env) (*Config, erro
 	}
 	fail := func(field, value, rule, fix string, err error) error {
 		return &ConfigError{Network: errNet, Field: field, Value: value, Rule: rule, Fix: fix, Err: err}
+	}
+	// warn records what Whereabouts accepts but is odd: the config works,
+	// and the CNI log says how it is read.
+	warn := func(field, value, msg string) {
+		s := fmt.Sprintf("rdmanet-ipam: network %q: field %q", errNet, field)
+		if value != "" {
+			s += fmt.Sprintf(" = %q", value)
+		}
+		cfg.Warnings = append(cfg.Warnings, s+": "+msg)
 	}
 
 	// Store selection (fail closed): network config > node config file >
@@ -276,8 +297,7 @@ func build(cniVersion, name string, ipam, node *RawIPAM, env Env) (*Config, erro
 		case StoreKubernetes:
 			setType(StoreKubernetes, `"datastore" in `+src.where)
 		default:
-			return nil, fail("datastore", src.raw.Datastore, "unsupported datastore",
-				`use "datastore": "kubernetes" or "store": {"type": "local"}`, nil)
+			warn("datastore", src.raw.Datastore, `ignored in `+src.where+`, as Whereabouts (v0.5 on, kubernetes store only) ignores it; remove it, or use "store": {"type": "local"} for the node-local store`)
 		}
 		if src.raw.Kubernetes != nil {
 			setKubeconfig(src.raw.Kubernetes.Kubeconfig, `"kubernetes.kubeconfig" in `+src.where)
@@ -300,31 +320,49 @@ func build(cniVersion, name string, ipam, node *RawIPAM, env Env) (*Config, erro
 	cfg.NodeName = firstNonEmpty(ipam.NodeName, node.NodeName)
 	cfg.LogFile = firstNonEmpty(ipam.LogFile, node.LogFile)
 	cfg.LogLevel = firstNonEmpty(ipam.LogLevel, node.LogLevel)
-	cfg.OverlappingRanges = true                 // Whereabouts' default
-	for _, src := range []*RawIPAM{node, ipam} { // network config last: it wins
-		if src.EnableOverlappingRanges != nil {
-			cfg.OverlappingRanges = *src.EnableOverlappingRanges
-		}
+	// Whereabouts reads enable_overlapping_ranges from the network config
+	// only: it keeps the network config's value (default true) across the
+	// merge of its flat file.
+	cfg.OverlappingRanges = true // Whereabouts' default
+	if ipam.EnableOverlappingRanges != nil {
+		cfg.OverlappingRanges = *ipam.EnableOverlappingRanges
+	}
+	if node.EnableOverlappingRanges != nil && ipam.EnableOverlappingRanges == nil && !*node.EnableOverlappingRanges {
+		warn("enable_overlapping_ranges", "false", "set in "+nodeFile+" and ignored there, as Whereabouts ignores it in its flat file: overlapping ranges stay protected; set it in the network config to opt out")
 	}
 
+	// The node config is Whereabouts' flat file: every field the network
+	// config leaves empty is taken from it (Whereabouts merges the two with
+	// mergo, the network config winning).
+	eff := mergeNodeConfig(ipam, node)
+
 	// Ranges: top-level range, then ipRanges (Whereabouts semantics).
-	type namedRange struct {
-		field string // prefix of the entry's field names
-		raw   RawRange
-	}
 	var raws []namedRange
-	if ipam.Range != "" || ipam.RangeStart != "" || ipam.RangeEnd != "" || len(ipam.Exclude) > 0 {
-		raws = append(raws, namedRange{"", ipam.RawRange})
+	if eff.Range != "" {
+		raws = append(raws, namedRange{field: "", raw: eff.RawRange, sloppyBounds: true})
+	} else {
+		for _, f := range []struct{ name, value string }{{"range_start", eff.RangeStart}, {"range_end", eff.RangeEnd}, {"exclude", strings.Join(eff.Exclude, ",")}} {
+			if f.value != "" {
+				warn(f.name, f.value, `ignored: there is no top-level "range" it could belong to (Whereabouts ignores it too); move it into the ipRanges entry it is meant for`)
+			}
+		}
 	}
-	for i, rr := range ipam.IPRanges {
-		raws = append(raws, namedRange{fmt.Sprintf("ipRanges[%d].", i), rr})
+	for i, rr := range eff.IPRanges {
+		raws = append(raws, namedRange{field: fmt.Sprintf("ipRanges[%d].", i), raw: rr})
+	}
+	if len(eff.HistoricRanges) > 0 {
+		alias, err := historicRanges(eff.HistoricRanges, len(raws) > 0, warn, fail)
+		if err != nil {
+			return nil, err
+		}
+		raws = append(raws, alias...)
 	}
 	if len(raws) == 0 {
-		return nil, fail("range", "", "no range configured",
+		return nil, fail("range", "", "no range configured (Whereabouts would accept this config and hand out no address, and the main plugin's ADD then fails with \"IPAM plugin returned missing IP config\")",
 			`set "range": "10.60.0.0/16" (or "ipRanges": [{"range": ...}, ...] for dual-stack)`, nil)
 	}
 	for _, nr := range raws {
-		r, err := parseRange(nr.raw, nr.field, ipam.NodeSliceSize, !cfg.OverlappingRanges, fail)
+		r, err := parseRange(nr, eff.NodeSliceSize, !cfg.OverlappingRanges, warn, fail)
 		if err != nil {
 			return nil, err
 		}
@@ -339,12 +377,20 @@ func build(cniVersion, name string, ipam, node *RawIPAM, env Env) (*Config, erro
 		}
 	}
 
-	if ipam.Gateway != "" {
-		gw, err := netip.ParseAddr(ipam.Gateway)
-		if err != nil {
-			return nil, fail("gateway", ipam.Gateway, "not an IP address", "write a plain address such as 10.60.0.1", err)
+	for i, rt := range eff.Routes {
+		if rt == nil || rt.Dst.IP == nil {
+			return nil, fail(fmt.Sprintf("routes[%d].dst", i), "", "missing destination", `write {"dst": "10.61.0.0/16"}`, nil)
 		}
-		gw = gw.Unmap()
+	}
+	if eff.Gateway != "" {
+		gw, lz, err := parseAddrSloppy(eff.Gateway)
+		if err != nil {
+			return nil, fail("gateway", eff.Gateway, "not an IP address (Whereabouts refuses it too)", "write a plain address such as 10.60.0.1", err)
+		}
+		if lz {
+			warn("gateway", eff.Gateway, leadingZeroWarning(gw))
+		}
+		cfg.Gateway = gw
 		placed := false
 		for _, r := range cfg.Ranges {
 			if r.Prefix.Contains(gw) {
@@ -353,158 +399,249 @@ func build(cniVersion, name string, ipam, node *RawIPAM, env Env) (*Config, erro
 			}
 		}
 		if !placed {
-			return nil, fail("gateway", ipam.Gateway, fmt.Sprintf("outside every range (%s)", rangeSpecs(cfg.Ranges)),
-				"use an address inside the range's CIDR, or drop the gateway (the training network needs none)", nil)
+			for i, rt := range eff.Routes {
+				if rt.GW == nil && (rt.Dst.IP.To4() != nil) == gw.Is4() {
+					return nil, fail("gateway", eff.Gateway, fmt.Sprintf("outside every range (%s), and routes[%d] (dst %s) has no \"gw\" of its own: the main plugin adds that route via this gateway, which is not on the interface's subnet, so its ADD fails (\"network is unreachable\"; Whereabouts accepts the config and fails there)",
+						rangeSpecs(cfg.Ranges), i, rt.Dst.String()),
+						fmt.Sprintf("use a gateway inside the range's CIDR, or give routes[%d] an on-link \"gw\", or drop the route (the training network needs none)", i), nil)
+				}
+			}
+			warn("gateway", eff.Gateway, fmt.Sprintf("outside every range (%s): not on the interface's subnet; it is returned as the gateway of the %s addresses, as Whereabouts returns it, and no route uses it (a route through it would fail)",
+				rangeSpecs(cfg.Ranges), family(gw)))
 		}
 	}
 	for _, r := range cfg.Ranges {
 		if r.Size().Sign() == 0 {
 			return nil, fail("exclude", strings.Join(prefixStrings(r.Exclude), ","),
-				fmt.Sprintf("range %q has no usable address left after range_start/range_end, exclude and gateway", r.Spec),
+				fmt.Sprintf("range %q has no usable address left after range_start/range_end, exclude and gateway (every ADD would fail)", r.Spec),
 				"shrink exclude or widen the range", nil)
 		}
 	}
-
-	for i, rt := range ipam.Routes {
-		if rt == nil || rt.Dst.IP == nil {
-			return nil, fail(fmt.Sprintf("routes[%d].dst", i), "", "missing destination", `write {"dst": "10.61.0.0/16"}`, nil)
-		}
-	}
-	cfg.Routes = ipam.Routes
-	cfg.DNS = ipam.DNS
+	cfg.Routes = eff.Routes
+	cfg.DNS = eff.DNS
 	return cfg, nil
 }
 
-// parseRange parses one range entry: CIDR or "a.b.c.d-a.b.c.e/prefix",
-// range_start, range_end, exclude. isolated is !enable_overlapping_ranges.
-func parseRange(rr RawRange, fieldPrefix, sliceSize string, isolated bool, fail func(field, value, rule, fix string, err error) error) (*Range, error) {
+// namedRange is one range entry and where it was written.
+type namedRange struct {
+	field string // prefix of the entry's field names ("", "ipRanges[1].")
+	raw   RawRange
+	// sloppyBounds: range_start/range_end are read as Whereabouts reads the
+	// top-level ones (leading zeroes allowed, unparsable ones ignored);
+	// entries of ipRanges decode them strictly (net.IP), and Whereabouts
+	// refuses the whole config when they do not parse.
+	sloppyBounds bool
+}
+
+// mergeNodeConfig returns the network config with every range, gateway,
+// route, DNS and slice field it leaves empty taken from the node config.
+func mergeNodeConfig(ipam, node *RawIPAM) RawIPAM {
+	eff := *ipam
+	set := func(dst *string, src string) {
+		if *dst == "" {
+			*dst = src
+		}
+	}
+	set(&eff.Range, node.Range)
+	set(&eff.RangeStart, node.RangeStart)
+	set(&eff.RangeEnd, node.RangeEnd)
+	set(&eff.Gateway, node.Gateway)
+	set(&eff.NodeSliceSize, node.NodeSliceSize)
+	if len(eff.Exclude) == 0 {
+		eff.Exclude = node.Exclude
+	}
+	if len(eff.IPRanges) == 0 {
+		eff.IPRanges = node.IPRanges
+	}
+	if len(eff.Routes) == 0 {
+		eff.Routes = node.Routes
+	}
+	if len(eff.DNS.Nameservers) == 0 {
+		eff.DNS.Nameservers = node.DNS.Nameservers
+	}
+	set(&eff.DNS.Domain, node.DNS.Domain)
+	if len(eff.DNS.Search) == 0 {
+		eff.DNS.Search = node.DNS.Search
+	}
+	if len(eff.DNS.Options) == 0 {
+		eff.DNS.Options = node.DNS.Options
+	}
+	return eff
+}
+
+// historicRanges reads the "ranges" key. Whereabouts never released it (an
+// early, unmerged name of ipRanges; host-local's key of the same name has
+// another shape) and ignores it. Next to range or ipRanges it is ignored
+// here too. Alone, Whereabouts would hand out no address and the main
+// plugin's ADD fails, so rdmanet reads entries shaped like ipRanges entries
+// as ipRanges (with a warning) and refuses any other shape.
+func historicRanges(raw json.RawMessage, haveRanges bool, warn func(field, value, msg string), fail func(field, value, rule, fix string, err error) error) ([]namedRange, error) {
+	if haveRanges {
+		warn("ranges", "", `ignored, as Whereabouts ignores it: it is not a Whereabouts key (ipRanges is); remove it or move its entries into "ipRanges"`)
+		return nil, nil
+	}
+	var entries []RawRange
+	if err := json.Unmarshal(raw, &entries); err != nil || len(entries) == 0 || slices.ContainsFunc(entries, func(r RawRange) bool { return r.Range == "" }) {
+		return nil, fail("ranges", string(raw), `not a Whereabouts key (host-local's "ranges" is a list of lists of {"subnet": ...}); Whereabouts ignores it, hands out no address, and the main plugin's ADD fails with "IPAM plugin returned missing IP config"`,
+			`write "ipRanges": [{"range": "<cidr>", "range_start": ..., "range_end": ..., "exclude": [...]}]`, err)
+	}
+	warn("ranges", "", `read as "ipRanges": Whereabouts v0.9 ignores this key (an early name of ipRanges that was never released), hands out no address, and the main plugin's ADD fails; rename it to "ipRanges"`)
+	out := make([]namedRange, len(entries))
+	for i, rr := range entries {
+		out[i] = namedRange{field: fmt.Sprintf("ranges[%d].", i), raw: rr}
+	}
+	return out, nil
+}
+
+// parseRange parses one range entry as Whereabouts' config loader and its
+// allocator (iphelpers.GetIPRange) read it: the CIDR or "start-end/prefix",
+// range_start, range_end and exclude. isolated is !enable_overlapping_ranges.
+func parseRange(nr namedRange, sliceSize string, isolated bool, warn func(field, value, msg string), fail func(field, value, rule, fix string, err error) error) (*Range, error) {
+	rr, fieldPrefix := nr.raw, nr.field
 	r := &Range{Spec: rr.Range, Isolated: isolated}
 	field := fieldPrefix + "range"
 	if rr.Range == "" {
 		return nil, fail(field, "", "missing", `set it to a CIDR such as "10.60.0.0/16" or "10.60.0.10-10.60.0.200/16"`, nil)
 	}
-	text := strings.TrimSpace(rr.Range)
+	// start and end are the bounds as Whereabouts keeps them; each takes
+	// effect only when it lies among the usable addresses (below).
 	var start, end netip.Addr
-	if dash := strings.IndexByte(text, '-'); dash >= 0 {
-		slash := strings.LastIndexByte(text, '/')
-		if slash < dash {
-			return nil, fail(field, rr.Range, "a start-end range needs a prefix length",
-				`write it as "10.60.0.10-10.60.0.200/16"`, nil)
+	var startField, endField string
+	var p netip.Prefix
+	if left, right, dash := strings.Cut(rr.Range, "-"); dash {
+		a, lz, err := parseAddrSloppy(left)
+		if err != nil {
+			return nil, fail(field, rr.Range, fmt.Sprintf("range start %q is not an IP address", left), `write it as "10.60.0.10-10.60.0.200/16"`, err)
 		}
-		var err1, err2 error
-		start, err1 = netip.ParseAddr(text[:dash])
-		end, err2 = netip.ParseAddr(text[dash+1 : slash])
-		if err := errors.Join(err1, err2); err != nil {
-			return nil, fail(field, rr.Range, "start or end is not an IP address", `write it as "10.60.0.10-10.60.0.200/16"`, err)
+		last, prefix, lz2, err := parsePrefixSloppy(right)
+		if err != nil {
+			return nil, fail(field, rr.Range, fmt.Sprintf("%q is not a CIDR (a start-end range is written start-end/prefix)", right), `write it as "10.60.0.10-10.60.0.200/16"`, err)
 		}
-		text = text[:dash] + text[slash:]
-	}
-	p, err := netip.ParsePrefix(text)
-	if err != nil {
-		return nil, fail(field, rr.Range, "not a CIDR", `write it as "10.60.0.0/16" or "fd00:60::/64"`, err)
-	}
-	if p.Addr().Is4In6() {
-		p = netip.PrefixFrom(p.Addr().Unmap(), p.Bits()-96)
+		if !prefix.Contains(a) {
+			return nil, fail(field, rr.Range, fmt.Sprintf("range start %s is outside the CIDR %s (Whereabouts refuses it too)", a, prefix),
+				"make the start address lie inside the CIDR written after the dash", nil)
+		}
+		if lz || lz2 {
+			warn(field, rr.Range, leadingZeroWarning(netip.Addr{}))
+		}
+		for _, b := range []struct{ name, value string }{{"range_start", rr.RangeStart}, {"range_end", rr.RangeEnd}} {
+			if b.value != "" {
+				warn(fieldPrefix+b.name, b.value, fmt.Sprintf("ignored: the start-end written in range %q wins, as in Whereabouts; set the bounds in one place only", rr.Range))
+			}
+		}
+		p, start, end = prefix, a, last
+		startField, endField = field, field
+	} else {
+		host, prefix, lz, err := parsePrefixSloppy(rr.Range)
+		if err != nil {
+			return nil, fail(field, rr.Range, "not a CIDR", `write it as "10.60.0.0/16" or "fd00:60::/64"`, err)
+		}
+		if lz {
+			warn(field, rr.Range, leadingZeroWarning(prefix.Addr()))
+		}
+		p = prefix
+		for _, b := range []struct {
+			name, text string
+			dst        *netip.Addr
+		}{{"range_start", rr.RangeStart, &start}, {"range_end", rr.RangeEnd, &end}} {
+			if b.text == "" {
+				continue
+			}
+			name := fieldPrefix + b.name
+			if nr.sloppyBounds {
+				a, lz, err := parseAddrSloppy(b.text)
+				if err != nil {
+					warn(name, b.text, "not an IP address: ignored, as Whereabouts ignores it; write a plain address such as 10.60.0.10")
+					continue
+				}
+				if lz {
+					warn(name, b.text, leadingZeroWarning(a))
+				}
+				*b.dst = a
+			} else {
+				ip := net.ParseIP(b.text)
+				if ip == nil {
+					return nil, fail(name, b.text, "not an IP address (Whereabouts decodes the bounds of ipRanges entries strictly and refuses the whole config: no leading zeroes, no zone)",
+						"write a plain address such as 10.60.0.10", nil)
+				}
+				a, _ := netip.AddrFromSlice(ip)
+				*b.dst = a.Unmap()
+			}
+		}
+		startField, endField = fieldPrefix+"range_start", fieldPrefix+"range_end"
+		if !start.IsValid() && host != p.Addr() && host != p.Addr().Next() {
+			end := lastAddr(p)
+			if p.Addr().BitLen()-p.Bits() >= 2 {
+				end = end.Prev()
+			}
+			warn(field, rr.Range, fmt.Sprintf("the address part %s is not where allocation starts: Whereabouts reads the range as %s and starts at its first usable address; to start at %s, set \"range_start\" or write %q",
+				host, p, host, host.String()+"-"+end.String()+"/"+strconv.Itoa(p.Bits())))
+		}
 	}
 	if p.Addr().Zone() != "" {
 		return nil, fail(field, rr.Range, "zoned addresses are not allowed", "drop the %zone", nil)
 	}
-	masked := p.Masked()
-	if !start.IsValid() && p.Addr() != masked.Addr() {
-		// Whereabouts: "192.168.2.225/28" hands out .225 upwards.
-		start = p.Addr()
+	r.Prefix = p
+	network, last := p.Addr(), lastAddr(p)
+	r.First, r.Last = network, last
+	if hostBits := network.BitLen() - p.Bits(); hostBits >= 2 {
+		// Whereabouts never hands out the first and the last address of a
+		// CIDR, in IPv4 (network, broadcast) and IPv6 alike.
+		r.First, r.Last = network.Next(), last.Prev()
 	}
-	r.Prefix = masked
-	r.First, r.Last = masked.Addr(), lastAddr(masked)
-	hostBits := masked.Addr().BitLen() - masked.Bits()
-	if masked.Addr().Is4() && hostBits >= 2 {
-		r.First, r.Last = r.First.Next(), r.Last.Prev() // network and broadcast
-	} else if masked.Addr().Is6() && hostBits >= 2 {
-		r.First = r.First.Next() // subnet-router anycast
-	}
+	// Deliberate: /31, /32, /127 and /128 are served whole (RFC 3021);
+	// Whereabouts fails every ADD from them ("net mask is too short").
 
-	inRange := func(name, value string, a netip.Addr) error {
-		if a.BitLen() != masked.Addr().BitLen() || !masked.Contains(a) {
-			return fail(name, value, fmt.Sprintf("outside the range's CIDR %s", masked),
-				"use an address inside the range's CIDR", nil)
-		}
-		return nil
-	}
-	for _, b := range []struct {
-		name, text string
-		dst        *netip.Addr
-	}{{fieldPrefix + "range_start", rr.RangeStart, &start}, {fieldPrefix + "range_end", rr.RangeEnd, &end}} {
-		if b.text == "" {
-			continue
-		}
-		a, err := netip.ParseAddr(strings.TrimSpace(b.text))
-		if err != nil {
-			return nil, fail(b.name, b.text, "not an IP address", "write a plain address such as 10.60.0.10", err)
-		}
-		a = a.Unmap()
-		if b.dst.IsValid() && *b.dst != a {
-			return nil, fail(b.name, b.text, fmt.Sprintf("conflicts with the bound %s written in range %q", *b.dst, rr.Range),
-				"set the bound in one place only", nil)
-		}
-		*b.dst = a
+	// A bound takes effect only among the usable addresses, and range_end
+	// only at or after the effective start (Whereabouts' GetIPRange ignores
+	// any other silently; rdmanet says so).
+	inside := func(a netip.Addr) bool {
+		return a.BitLen() == r.First.BitLen() && !a.Less(r.First) && !r.Last.Less(a)
 	}
 	if start.IsValid() {
-		if err := inRange(fieldPrefix+"range_start", start.String(), start); err != nil {
-			return nil, err
+		if inside(start) {
+			r.First = start
+		} else if start != network {
+			warn(startField, start.String(), fmt.Sprintf("range_start is not a usable address of %s (%s-%s): ignored, as Whereabouts ignores it; allocation starts at %s", p, r.First, r.Last, r.First))
 		}
-		r.First = addrMax(r.First, start)
 	}
 	if end.IsValid() {
-		if err := inRange(fieldPrefix+"range_end", end.String(), end); err != nil {
-			return nil, err
+		if inside(end) {
+			r.Last = end
+		} else if end != last {
+			warn(endField, end.String(), fmt.Sprintf("range_end is not a usable address of %s at or after the start (%s-%s): ignored, as Whereabouts ignores it; allocation ends at %s", p, r.First, r.Last, r.Last))
 		}
-		r.Last = addrMin(r.Last, end)
-	}
-	if r.Last.Less(r.First) {
-		return nil, fail(field, rr.Range, fmt.Sprintf("range_start %s is after range_end %s (after removing the network/broadcast addresses)", r.First, r.Last),
-			"swap range_start and range_end or widen the CIDR", nil)
 	}
 
 	for i, ex := range rr.Exclude {
 		name := fmt.Sprintf("%sexclude[%d]", fieldPrefix, i)
-		s := strings.TrimSpace(ex)
-		var e netip.Prefix
-		if strings.Contains(s, "/") {
-			e, err = netip.ParsePrefix(s)
-		} else {
-			var a netip.Addr
-			if a, err = netip.ParseAddr(s); err == nil {
-				e = netip.PrefixFrom(a, a.BitLen())
-			}
-		}
+		e, err := parseExclude(ex)
 		if err != nil {
-			return nil, fail(name, ex, "not a CIDR or IP address", `write it as "10.60.0.0/24"`, err)
+			return nil, fail(name, ex, "not a CIDR or IP address (Whereabouts accepts the config, then fails every ADD: \"could not parse exclude range\"; it reads excludes strictly, without leading zeroes)",
+				`write it as "10.60.0.0/24" or "10.60.0.7"`, err)
 		}
-		if e.Addr().Is4In6() {
-			e = netip.PrefixFrom(e.Addr().Unmap(), e.Bits()-96)
-		}
-		e = e.Masked()
-		if e.Addr().BitLen() != masked.Addr().BitLen() {
-			return nil, fail(name, ex, fmt.Sprintf("address family differs from range %q", rr.Range),
-				"put each family's excludes in its own ipRanges entry", nil)
+		if e.Addr().BitLen() != p.Addr().BitLen() || e.Addr().Is4In6() != p.Addr().Is4In6() {
+			warn(name, ex, fmt.Sprintf("address family differs from range %q: it excludes nothing there (Whereabouts ignores it too); put each family's excludes in its own ipRanges entry", rr.Range))
+			continue
 		}
 		r.Exclude = append(r.Exclude, e)
 	}
 	r.Exclude = normalizeExcludes(r.Exclude)
 
 	bits := defaultBlockBits4
-	if masked.Addr().Is6() {
+	if p.Addr().Is6() {
 		bits = defaultBlockBits6
 	}
 	if sliceSize != "" {
-		n, err := strconv.Atoi(strings.TrimPrefix(strings.TrimSpace(sliceSize), "/"))
-		if err != nil {
-			return nil, fail("node_slice_size", sliceSize, "not a prefix length", `write it as "/26"`, err)
+		n, err := strconv.Atoi(strings.TrimPrefix(sliceSize, "/"))
+		if err != nil || n < 0 || n > p.Addr().BitLen() {
+			return nil, fail("node_slice_size", sliceSize, "not a prefix length of the range's family (Whereabouts accepts it, then its node slice controller creates no slice and every ADD fails)", `write it as "/26"`, err)
 		}
-		if n > masked.Addr().BitLen() || masked.Addr().BitLen()-n > maxBlockHostBits {
-			return nil, fail("node_slice_size", sliceSize,
-				fmt.Sprintf("blocks must hold between 1 and %d addresses", 1<<maxBlockHostBits),
-				fmt.Sprintf("use a prefix length between /%d and /%d", masked.Addr().BitLen()-maxBlockHostBits, masked.Addr().BitLen()), nil)
+		if maxBits := p.Addr().BitLen() - maxBlockHostBits; n < maxBits {
+			// Deliberate: one block object holds at most 4096 addresses.
+			warn("node_slice_size", sliceSize, fmt.Sprintf("a node's block holds at most %d addresses: nodes claim /%d blocks of %s instead (as many as they need), where Whereabouts would give each node one %s slice",
+				1<<maxBlockHostBits, maxBits, p, sliceSize))
+			n = maxBits
 		}
 		bits = n
 	}
@@ -514,9 +651,48 @@ func parseRange(rr RawRange, fieldPrefix, sliceSize string, isolated bool, fail 
 	// block (one name, one create that can win) for the same addresses.
 	r.BlockBits = bits
 	if isolated {
-		r.BlockBits = max(bits, masked.Bits())
+		r.BlockBits = max(bits, p.Bits())
 	}
 	return r, nil
+}
+
+// parseExclude reads an exclude entry as Whereabouts' allocator does: a CIDR
+// (net.ParseCIDR, strict), else one address as its /32 or /128.
+func parseExclude(s string) (netip.Prefix, error) {
+	_, n, err := net.ParseCIDR(s)
+	if err != nil {
+		ip := net.ParseIP(s)
+		if ip == nil {
+			return netip.Prefix{}, err
+		}
+		bits := "/128"
+		if ip.To4() != nil {
+			bits = "/32"
+		}
+		if _, n, err = net.ParseCIDR(s + bits); err != nil {
+			return netip.Prefix{}, err
+		}
+	}
+	a, _ := netip.AddrFromSlice(n.IP)
+	ones, _ := n.Mask.Size()
+	return netip.PrefixFrom(a, ones), nil
+}
+
+// leadingZeroWarning is the warning for an IPv4 address written with
+// leading zeroes.
+func leadingZeroWarning(a netip.Addr) string {
+	s := "IPv4 with leading zeroes, read as decimal as Whereabouts reads it; other tools (inet_aton, ping) read 010 as octal 8"
+	if a.IsValid() {
+		return s + "; write " + a.String()
+	}
+	return s + "; write the address without them"
+}
+
+func family(a netip.Addr) string {
+	if a.Is4() {
+		return "IPv4"
+	}
+	return "IPv6"
 }
 
 // normalizeExcludes sorts prefixes and drops those nested in another.

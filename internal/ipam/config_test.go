@@ -100,21 +100,19 @@ func TestParseErrors(t *testing.T) {
 	}{
 		{name: "no range", ipam: `{"type":"whereabouts"}`, want: []string{`"range"`, "no range configured", "fix:"}},
 		{name: "bad cidr", ipam: `{"range":"10.60.0.0/33"}`, want: []string{`"range" = "10.60.0.0/33"`, "not a CIDR", "fix:"}},
-		{name: "dash without prefix", ipam: `{"range":"10.0.0.1-10.0.0.9"}`, want: []string{"needs a prefix length"}},
-		{name: "start after end", ipam: `{"range":"10.0.0.0/24","range_start":"10.0.0.9","range_end":"10.0.0.3"}`, want: []string{"is after range_end", "fix:"}},
-		{name: "start outside", ipam: `{"range":"10.0.0.0/24","range_start":"10.0.1.9"}`, want: []string{`"range_start"`, "outside the range's CIDR 10.0.0.0/24"}},
-		{name: "start conflicts with dash", ipam: `{"range":"10.0.0.5-10.0.0.9/24","range_start":"10.0.0.6"}`, want: []string{"conflicts with the bound"}},
-		{name: "gateway outside", ipam: `{"name":"x","range":"10.0.0.0/24","gateway":"10.0.1.1"}`, want: []string{`"gateway" = "10.0.1.1"`, "outside every range (10.0.0.0/24)", "fix:"}},
+		{name: "dash without prefix", ipam: `{"range":"10.0.0.1-10.0.0.9"}`, want: []string{`"10.0.0.9" is not a CIDR (a start-end range is written start-end/prefix)`}},
+		{name: "dash start outside its CIDR", ipam: `{"range":"192.168.1.5-192.168.2.25/28"}`, want: []string{"range start 192.168.1.5 is outside the CIDR 192.168.2.16/28"}},
+		{name: "gateway outside with a route through it", ipam: `{"name":"x","range":"10.0.0.0/24","gateway":"10.0.1.1","routes":[{"dst":"10.9.0.0/16","gw":"10.0.0.9"},{"dst":"0.0.0.0/0"}]}`,
+			want: []string{`"gateway" = "10.0.1.1"`, "outside every range (10.0.0.0/24), and routes[1] (dst 0.0.0.0/0) has no \"gw\"", "network is unreachable", "fix:"}},
 		{name: "gateway garbage", ipam: `{"range":"10.0.0.0/24","gateway":"ten"}`, want: []string{"not an IP address"}},
 		{name: "exclude empties range", ipam: `{"range":"10.60.0.0/24","exclude":["10.60.0.0/25","10.60.0.128/25"]}`, want: []string{`"exclude"`, "no usable address left", "shrink exclude"}},
-		{name: "exclude family", ipam: `{"range":"10.60.0.0/24","exclude":["fd00::/64"]}`, want: []string{`"exclude[0]"`, "address family"}},
 		{name: "exclude garbage", ipam: `{"range":"10.60.0.0/24","exclude":["x"]}`, want: []string{`"exclude[0]" = "x"`}},
 		{name: "overlapping ranges", ipam: `{"ipRanges":[{"range":"10.0.0.0/16"},{"range":"10.0.1.0/24"}]}`, want: []string{"overlaps range"}},
-		{name: "ipRanges field names", ipam: `{"ipRanges":[{"range":"10.0.0.0/16"},{"range":"fd00::/64","range_end":"fe00::1"}]}`, want: []string{`"ipRanges[1].range_end"`}},
-		{name: "bad datastore", ipam: `{"range":"10.0.0.0/24","datastore":"etcd"}`, want: []string{`"datastore" = "etcd"`, "unsupported"}},
+		{name: "ipRanges bounds are strict", ipam: `{"ipRanges":[{"range":"10.0.0.0/16"},{"range":"10.1.0.0/16","range_start":"010.1.0.5"}]}`, want: []string{`"ipRanges[1].range_start" = "010.1.0.5"`, "decodes the bounds of ipRanges entries strictly"}},
+		{name: "host-local ranges", ipam: `{"ranges":[[{"subnet":"10.0.0.0/24"}]]}`, want: []string{`"ranges"`, "host-local", `"ipRanges": [{"range"`}},
 		{name: "unknown store", ipam: `{"range":"10.0.0.0/24","store":{"type":"etcd"}}`, want: []string{`"store.type" = "etcd"`, `set by "store.type" in the network config`}},
 		{name: "unknown store from env", ipam: `{"range":"10.0.0.0/24"}`, env: Env{StoreType: "file"}, want: []string{`"store.type" = "file"`, "$" + EnvStoreType}},
-		{name: "slice too big", ipam: `{"range":"10.0.0.0/8","node_slice_size":"/16"}`, want: []string{`"node_slice_size" = "/16"`, "between /20 and /32"}},
+		{name: "slice not a length", ipam: `{"range":"10.0.0.0/8","node_slice_size":"/33"}`, want: []string{`"node_slice_size" = "/33"`, "not a prefix length"}},
 		{name: "route without dst", ipam: `{"range":"10.0.0.0/24","routes":[{"gw":"10.0.0.1"}]}`, want: []string{`"routes[0].dst"`}},
 		{name: "node file garbage", ipam: `{"range":"10.0.0.0/24"}`, env: Env{NodeConfig: []byte("{")}, want: []string{"node config file"}},
 	}
@@ -208,7 +206,8 @@ func TestOverlappingRangesSetting(t *testing.T) {
 		{name: "default protects", ipam: `{"range":"10.0.0.0/28"}`, want: true, wantBlock: 27},
 		{name: "explicit true", ipam: `{"range":"10.0.0.0/24","enable_overlapping_ranges":true}`, want: true, wantBlock: 27},
 		{name: "opt out keeps blocks inside the range", ipam: `{"range":"10.0.0.0/28","enable_overlapping_ranges":false}`, want: false, wantBlock: 28},
-		{name: "node file opts out", ipam: `{"range":"10.0.0.0/24"}`, node: `{"enable_overlapping_ranges":false}`, want: false, wantBlock: 27},
+		// Whereabouts ignores the flat file's enable_overlapping_ranges (Parse warns).
+		{name: "node file cannot opt out", ipam: `{"range":"10.0.0.0/24"}`, node: `{"enable_overlapping_ranges":false}`, want: true, wantBlock: 27},
 		{name: "network config beats node file", ipam: `{"range":"10.0.0.0/24","enable_overlapping_ranges":true}`, node: `{"enable_overlapping_ranges":false}`, want: true, wantBlock: 27},
 	}
 	for _, tc := range tests {

@@ -28,6 +28,14 @@ var knownKeys = map[string][]string{
 	"store":      {"type", "path", "kubeconfig"},
 }
 
+// historicKeys maps keys that are not Whereabouts keys but are written for
+// one to the key they stand for: "ranges", an early name of ipRanges that
+// Whereabouts never released (and host-local's key), is closer to "range"
+// by spelling but means ipRanges.
+var historicKeys = map[string]map[string]string{
+	"": {"ranges": "ipRanges"},
+}
+
 // UnknownKey is a key of an ipam config that neither rdmanet-ipam nor
 // Whereabouts knows: a typo, most likely, whose setting is silently lost.
 type UnknownKey struct {
@@ -88,6 +96,9 @@ func known(level, key string) bool {
 func suggest(level, key string) string {
 	norm := func(s string) string {
 		return strings.NewReplacer("_", "", "-", "", ".", "").Replace(strings.ToLower(s))
+	}
+	if k, ok := historicKeys[level][strings.ToLower(key)]; ok {
+		return k
 	}
 	best, bestDist := "", 0
 	for _, k := range knownKeys[level] {

@@ -233,6 +233,8 @@ func (p *Plugin) Add(args *skel.CmdArgs) error {
 		ipc := &current.IPConfig{Address: net.IPNet{IP: net.IP(addr.AsSlice()), Mask: net.CIDRMask(r.Prefix.Bits(), addr.BitLen())}}
 		if r.Gateway.IsValid() {
 			ipc.Gateway = net.IP(r.Gateway.AsSlice())
+		} else if gw := cfg.Gateway; gw.IsValid() && gw.BitLen() == addr.BitLen() {
+			ipc.Gateway = net.IP(gw.AsSlice()) // outside every range: returned as Whereabouts returns it (Parse warned)
 		}
 		res.IPs = append(res.IPs, ipc)
 	}

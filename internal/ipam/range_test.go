@@ -116,14 +116,18 @@ func TestNextFreeBlock(t *testing.T) {
 	}
 }
 
-// TestLargeIPv6RangeUsableInFull: a /64 is usable end to end, blocks near the
-// top are claimable, and spreading covers the whole range.
+// TestLargeIPv6RangeUsableInFull: a /64 is usable end to end (but for its
+// first and last address, as in Whereabouts), blocks near the top are
+// claimable, and spreading covers the whole range.
 func TestLargeIPv6RangeUsableInFull(t *testing.T) {
 	r := mustRange(t, `{"range":"fd00:60::/64","exclude":["fd00:60::/65"],"node_slice_size":"/122"}`)
-	if got, want := r.Size().String(), "9223372036854775808"; got != want {
-		t.Fatalf("Size = %s, want %s (upper half of a /64)", got, want)
+	if got, want := r.Size().String(), "9223372036854775807"; got != want {
+		t.Fatalf("Size = %s, want %s (upper half of a /64 without its last address)", got, want)
 	}
-	last := netip.MustParseAddr("fd00:60::ffff:ffff:ffff:ffff")
+	if top := netip.MustParseAddr("fd00:60::ffff:ffff:ffff:ffff"); r.Usable(top) {
+		t.Fatalf("the CIDR's last address %s is usable; Whereabouts never hands it out", top)
+	}
+	last := netip.MustParseAddr("fd00:60::ffff:ffff:ffff:fffe")
 	if !r.Usable(last) {
 		t.Fatalf("last address %s not usable", last)
 	}

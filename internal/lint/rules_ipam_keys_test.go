@@ -24,6 +24,9 @@ func TestIPAMUnknownKeys(t *testing.T) {
 			want: [][3]string{{".ipam.ipRanges[0].exlude", `did you mean "exclude"?`, `rename "exlude" to "exclude"`}}},
 		{name: "nothing close", ipam: M{"type": "whereabouts", "range": "10.60.0.0/16", "vlan": 5},
 			want: [][3]string{{".ipam.vlan", `ipam key "vlan" is unknown`, `remove "vlan"`}}},
+		// "ranges" is no Whereabouts key (an early, unreleased name of ipRanges; host-local's key): it means ipRanges, not range.
+		{name: "historic ranges", ipam: M{"type": "whereabouts", "range": "10.60.0.0/16", "ranges": []any{M{"range": "10.61.0.0/16"}}},
+			want: [][3]string{{".ipam.ranges", `ipam key "ranges" is unknown to rdmanet-ipam and Whereabouts and is ignored; did you mean "ipRanges"?`, `rename "ranges" to "ipRanges"`}}},
 		{name: "other ipam types are not checked", ipam: M{"type": "host-local", "subnet": "10.60.0.0/16", "rangeStart": "10.60.1.0"}},
 		{name: "seed config", ipam: M{"type": "whereabouts", "range": "10.60.0.0/16", "exclude": []any{"10.60.0.0/24"}}},
 	}

@@ -221,7 +221,8 @@ func ruleCases() []ruleCase {
 			}).obj()}
 		}},
 		// RDMA042
-		{name: "exclude outside the range", rule: "RDMA042", trigger: true, docs: nadWith(conflist(trainNet, M{"type": "sriov", "ipam": M{"type": "rdmanet-ipam", "range": "10.60.0.0/16", "gateway": "10.70.0.1"}}, M{"type": "rdma"}), vfRes)},
+		// A gateway outside the range alone is accepted, as Whereabouts accepts it (issue 27); a route through it fails ADD.
+		{name: "gateway outside the range with a route through it", rule: "RDMA042", trigger: true, docs: nadWith(conflist(trainNet, M{"type": "sriov", "ipam": M{"type": "rdmanet-ipam", "range": "10.60.0.0/16", "gateway": "10.70.0.1", "routes": []any{M{"dst": "10.61.0.0/16"}}}}, M{"type": "rdma"}), vfRes)},
 		{name: "whereabouts range not a CIDR", rule: "RDMA042", trigger: true, docs: nadWith(conflist(trainNet, M{"type": "sriov", "ipam": M{"type": "whereabouts", "range": "10.60.0.0"}}, M{"type": "rdma"}), vfRes)},
 		{name: "seed whereabouts config", rule: "RDMA042", docs: nadWith(conflist(trainNet, M{"type": "sriov", "ipam": M{"type": "whereabouts", "range": "10.60.0.0/16", "exclude": []string{"10.60.0.0/24"}}}, M{"type": "rdma"}), vfRes)},
 		{name: "kubernetes datastore without kubeconfig (node config supplies it)", rule: "RDMA042", docs: nadWith(conflist(trainNet, M{"type": "sriov", "ipam": M{"type": "whereabouts", "range": "10.60.0.0/16", "datastore": "kubernetes"}}, M{"type": "rdma"}), vfRes)},
