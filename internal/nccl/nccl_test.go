@@ -204,7 +204,7 @@ func TestManyFilesOneRun(t *testing.T) {
 
 func TestEdgeCases(t *testing.T) {
 	for _, tc := range []struct {
-		name, log, transport, problem string
+		name, log, transport, problem, noProblem string
 	}{
 		{name: "empty", log: "", transport: TransportUnknown},
 		{name: "single node, P2P only", log: "n1:10:11 [0] NCCL INFO comm 0x1 rank 0 nranks 2 cudaDev 0 busId 1000 - Init COMPLETE\nn1:10:11 [0] NCCL INFO Channel 00/0 : 0[0] -> 1[1] via P2P/IPC\nn1:12:13 [1] NCCL INFO comm 0x2 rank 1 nranks 2 cudaDev 1 busId 2000 - Init COMPLETE\n", transport: TransportUnknown, problem: "SINGLE_NODE"},
@@ -212,6 +212,14 @@ func TestEdgeCases(t *testing.T) {
 		{name: "no OOB interface", log: "h:1:1 [0] NCCL INFO NCCL_SOCKET_IFNAME set by environment to eth1\nh:1:1 [0] NCCL INFO Bootstrap : no socket interface found\n", transport: TransportUnknown, problem: "NO_OOB_INTERFACE"},
 		{name: "tests without INFO", log: "#       size         count      type   redop    root     time   algbw   busbw #wrong     time   algbw   busbw #wrong\n     1048576        262144     float     sum      -1    100.0   10.00   15.00      0    100.0   10.00   15.00      0\n# Avg bus bandwidth    : 15.0\n", transport: TransportUnknown, problem: "NO_NCCL_INFO"},
 		{name: "IBext plugin with proxy rank in the channel", log: "h1:1:2 [0] NCCL INFO NET/IBext : Using [0]mlx5_0:1/IB ; OOB ib0:10.0.0.1<0>\nh1:1:2 [0] NCCL INFO Using network IBext\nh1:1:2 [0] NCCL INFO comm 0x1 rank 0 nranks 2 cudaDev 0 busId 1000 - Init COMPLETE\nh1:1:2 [0] NCCL INFO Channel 00/1 : 1[0] -> 0[0] [receive] via NET/IBext/0(1)/GDRDMA\nh2:1:2 [0] NCCL INFO comm 0x1 rank 1 nranks 2 cudaDev 0 busId 1000 - Init COMPLETE\nh2:1:2 [0] NCCL INFO Channel 00/1 : 0[0] -> 1[0] [receive] via NET/IBext/0(0)/GDRDMA\n", transport: "IBext"},
+		{name: "receiver not ready, status 13", log: "a:1:2 [0] NCCL INFO Using network IB\na:1:2 [0] transport/net_ib.cc:1696 NCCL WARN NET/IB : Got completion from peer 10.0.0.2<1234> with status=13 opcode=0 len=0 vendor err 136 (Send)\n", transport: TransportIB, problem: "IB_RNR_RETRY_EXCEEDED"},
+		{name: "remote access error, status 10", log: "a:1:2 [0] NCCL INFO Using network IB\na:1:2 [0] transport/net_ib.cc:1295 NCCL WARN NET/IB : Got completion from peer 10.0.0.2<1234> with error 10, opcode 1, len 0, vendor err 136 (Recv)\n", transport: TransportIB, problem: "IB_REMOTE_ACCESS"},
+		{name: "pre-2.12 completion error without peer", log: "a:1:2 [0] NCCL INFO Using network IB\na:1:2 [0] transport/net_ib.cc:795 NCCL WARN NET/IB : Got completion with error 12, opcode 1, len 0, vendor err 129\n", transport: TransportIB, problem: "IB_RETRY_EXCEEDED"},
+		{name: "NET/IB without an IP interface falls back", log: "a:1:2 [0] NCCL INFO NCCL_SOCKET_IFNAME set by environment to net9\n\na:1:2 [0] transport/net_ib.cc:170 NCCL WARN NET/IB : No IP interface found.\na:1:2 [0] NCCL INFO Using network Socket\nb:1:2 [0] NCCL INFO Using network Socket\n", transport: TransportSocket, problem: "SOCKET_FALLBACK"},
+		{name: "2.28 OOB net interface not found", log: "a:1:2 [0] NCCL INFO NCCL_OOB_NET_IFNAME set to eth9\n\na:1:2 [0] bootstrap.cc:528 NCCL WARN no device found matching eth9, verify NCCL_OOB_NET_IFNAME\n", transport: TransportUnknown, problem: "NO_OOB_INTERFACE", noProblem: "NO_TRANSPORT"},
+		{name: "ibv_modify_qp retried and succeeded", log: "a:1:2 [0] NCCL INFO Using network IB\na:1:2 [0] NCCL INFO Call to ibv_modify_qp failed with 110 Connection timed out, on dev mlx5_0:1, curr state INIT, next state RTR, local GID index 3, local GID ::ffff:10.0.0.1, remote GID ::ffff:10.0.0.2, retrying 1/3 after 500 msec of sleep\n", transport: TransportIB, noProblem: "IB_MODIFY_QP"},
+		{name: "ranks set NCCL_IB_HCA differently", log: "a:1:2 [0] NCCL INFO NCCL_IB_HCA set to =mlx5_0\na:1:2 [0] NCCL INFO NET/IB : Using [0]mlx5_0:1/RoCE [RO]; OOB net1:10.0.0.1<0>\na:1:2 [0] NCCL INFO Using network IB\nb:1:2 [0] NCCL INFO NCCL_IB_HCA set to =mlx5_9\nb:1:2 [0] NCCL INFO NET/IB : No device found.\nb:1:2 [0] NCCL INFO Using network Socket\n", transport: TransportMixed, problem: "MIXED_TRANSPORT:ranks set NCCL_IB_HCA differently (=mlx5_0 on a; =mlx5_9 on b)"},
+		{name: "unknown and binary lines never break it", log: "\x00\xff\xfe garbage :::: [[[ ]]] NCCL\nhost:notapid:1 [0] NCCL INFO x\nh:1:1 [0] NCCL INFO Channel 00/0 : via NET/\nh:1:1 [0] NCCL INFO Channel 00/0 : 0[0] -> 1[0] via NET/IB/99999999999999999999/GDRDMA\n", transport: TransportIB},
 		{name: "wrong results", log: "     1048576        262144     float     sum      -1    100.0   10.00   15.00      3    100.0   10.00   15.00      0\n", transport: TransportUnknown, problem: "WRONG_RESULTS"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -223,13 +231,42 @@ func TestEdgeCases(t *testing.T) {
 				t.Errorf("transport %s, want %s", r.Transport, tc.transport)
 			}
 			if tc.problem != "" {
+				code, sub, _ := strings.Cut(tc.problem, ":")
 				found := false
 				for _, p := range r.Problems {
-					found = found || p.Code == tc.problem
+					found = found || (p.Code == code && strings.Contains(p.Message, sub))
 				}
 				if !found {
 					t.Errorf("missing %s in %+v", tc.problem, r.Problems)
 				}
+			}
+			for _, p := range r.Problems {
+				if tc.noProblem != "" && p.Code == tc.noProblem {
+					t.Errorf("unexpected %s: %s", p.Code, p.Message)
+				}
+			}
+		})
+	}
+}
+
+func TestRDMA(t *testing.T) {
+	for _, tc := range []struct {
+		name, transport string
+		want            bool
+	}{
+		{name: "NET/IB on InfiniBand", transport: TransportIB, want: true},
+		{name: "NET/IB on RoCE", transport: TransportRoCE, want: true},
+		{name: "HPC-X verbs plugin", transport: "IBext_v8", want: true},
+		{name: "aws-ofi-nccl, old name", transport: "AWS Libfabric", want: true},
+		{name: "aws-ofi-nccl", transport: "Libfabric", want: true},
+		{name: "sockets", transport: TransportSocket, want: false},
+		{name: "mixed", transport: TransportMixed, want: false},
+		{name: "unknown", transport: TransportUnknown, want: false},
+		{name: "TCP plugin", transport: "GPUDirectTCPX", want: false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := RDMA(tc.transport); got != tc.want {
+				t.Errorf("RDMA(%q) = %v, want %v", tc.transport, got, tc.want)
 			}
 		})
 	}
