@@ -112,6 +112,11 @@ func TestNCCL(t *testing.T) {
 		{name: "silent fallback", args: []string{"nccl", td + "socket_fallback.log"}, code: 1, stdout: "SOCKET_FALLBACK"},
 		{name: "mixed", args: []string{"nccl", "-o", "json", td + "mixed_ranks.log"}, code: 1, stdout: `"transport": "mixed"`},
 		{name: "baseline", args: []string{"nccl", td + "ib_gdr.log", "--baseline", td + "socket_baseline.log"}, code: 0, stdout: "speedup"},
+		{name: "IB disabled or failed is a warning", args: []string{"nccl", td + "v2_28_ib_disabled_no_env.log"}, code: 0, stdout: "IB_DISABLED_OR_FAILED"},
+		{name: "no bootstrap interface behind timestamps", args: []string{"nccl", td + "v2_28_ts_warn_no_ifname.log"}, code: 1, stdout: "NO_OOB_INTERFACE"},
+		{name: "network plugin by name", args: []string{"nccl", "-o", "json", td + "hpcx_ibext_v8.log"}, code: 0, stdout: `"transport": "IBext_v8"`},
+		{name: "completion error", args: []string{"nccl", td + "status12_v2_28_ts.log"}, code: 1, stdout: "IB_RETRY_EXCEEDED"},
+		{name: "no NCCL lines", args: []string{"nccl", td + "no_nccl_lines.log"}, code: 0, stdout: "NO_NCCL_LINES"},
 		{name: "missing log", args: []string{"nccl", td + "nope.log"}, code: 2},
 		{name: "no args", args: []string{"nccl"}, code: 2},
 	} {
@@ -127,7 +132,7 @@ func TestNCCL(t *testing.T) {
 	if code != 0 || json.Unmarshal([]byte(out), &m) != nil {
 		t.Fatalf("exit %d, output %s", code, out)
 	}
-	for _, k := range []string{"transport", "gdr", "ranks", "busbw_avg_gbps"} {
+	for _, k := range []string{"transport", "gdr", "gdr_verdict", "ranks", "env", "busbw_avg_gbps"} {
 		if _, ok := m[k]; !ok {
 			t.Errorf("JSON lacks %q", k)
 		}

@@ -17,25 +17,36 @@ func newNCCLCmd(s streams) *cobra.Command {
 	var baseline []string
 	cmd := &cobra.Command{
 		Use:   "nccl LOG...",
-		Short: "Read NCCL_DEBUG=INFO logs and nccl-tests output: transport, GPUDirect RDMA, bandwidth",
-		Long: `nccl reads the logs of one run (files, or - for stdin): NCCL_DEBUG=INFO output
-of one or many ranks, interleaved or one file per pod, and nccl-tests output.
-Launcher prefixes are stripped (mpirun --tag-output, kubectl logs --prefix and
---timestamps, torchrun --tee).
+		Short: "Read NCCL logs and nccl-tests output: transport, GPUDirect RDMA, env, named problems, bandwidth",
+		Long: `nccl reads the logs of one run (files, or - for stdin) as they are pasted:
+NCCL_DEBUG=INFO (or WARN) output of one or many ranks, interleaved or one file
+per pod, NCCL 2.3 to 2.28 formats, and nccl-tests output. Whatever precedes
+NCCL's host:pid:tid [dev] part is skipped: NCCL's own timestamps, mpirun
+--tag-output, kubectl logs --prefix and --timestamps, torchrun --tee, log
+collector columns; ANSI colour codes are removed. Other lines are ignored.
 
-It reports the transport NCCL chose per rank and overall (IB, Socket, mixed,
-unknown), whether GPUDirect RDMA is in use (/GDRDMA channels), the HCAs and the
-out-of-band interface, the NCCL version and the nccl-tests table with the
-average bus bandwidth (GB/s, as nccl-tests prints it).
+It reports the transport per rank and overall: IB or RoCE (NET/IB, told apart
+by the link layer of the HCAs the channels use), Socket, a network plugin by
+the name NCCL gives it (IBext_v8, Libfabric, AWS Libfabric, ...), mixed, or
+unknown; GPUDirect RDMA from the network channels (yes, no, partial, unknown);
+the HCAs, the out-of-band interface, the NCCL variables the log reports
+("set by environment to", "set to"), the NCCL version and the nccl-tests
+table with the average bus bandwidth (GB/s, as nccl-tests prints it).
 
-It flags the silent fallback to sockets (NET/Socket without NCCL_IB_DISABLE)
-and ranks that ended up on different transports.
+It names each problem it recognises, with its fix: the silent fallback to
+sockets (no RDMA device, no libibverbs), IB disabled or failed to initialise
+(when that is all the log shows), ranks on different transports (socket type
+mismatch, IB and RoCE ports), no interface for NCCL_SOCKET_IFNAME, completion
+errors (status 12 retry exceeded, 13, local protection 4, remote access 10),
+ibv_modify_qp failures, locked-memory limits, unreachable peers, no GPUDirect
+RDMA, and a log without NCCL lines.
 
-Run NCCL with NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,NET for the lines it needs.
+Run NCCL with NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,NET for the lines it needs
+(add ENV to see the NCCL variables).
 
 Exit status: 0 nothing above warning, 1 an error-level problem (socket
-fallback, mixed transports, wrong results, no bootstrap interface), 2 a log
-that cannot be read.`,
+fallback, mixed transports, no bootstrap interface, IB completion or QP errors,
+memlock, unreachable peer, wrong results), 2 a log that cannot be read.`,
 		Example: `  kubectl logs job/face-trainer --all-containers --prefix | kubectl rdma nccl -
   kubectl rdma nccl rank0.log rank1.log
   kubectl rdma nccl ib.log --baseline socket.log -o json   # IB against NCCL_IB_DISABLE=1`,
