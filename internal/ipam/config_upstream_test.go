@@ -30,7 +30,7 @@ func TestParseAcceptsWhatWhereaboutsAccepts(t *testing.T) {
 			want: "2001::1-2001::ffe gw=invalid IP ex=[]", wantGateway: "192.168.10.1",
 			wantWarn: []string{`outside every range (2001::/116)`}},
 		{name: "leading zeroes in range and bounds", ipam: `{"range":"00192.00168.1.0/24","range_start":"00192.00168.1.44","range_end":"00192.00168.01.209"}`,
-			want: "192.168.1.44-192.168.1.209 gw=invalid IP ex=[]",
+			want:     "192.168.1.44-192.168.1.209 gw=invalid IP ex=[]",
 			wantWarn: []string{`field "range" = "00192.00168.1.0/24": IPv4 with leading zeroes`, `field "range_start" = "00192.00168.1.44": IPv4 with leading zeroes, read as decimal as Whereabouts reads it; other tools (inet_aton, ping) read 010 as octal 8; write 192.168.1.44`, `"range_end"`}},
 		{name: "leading zeroes in start-end", ipam: `{"range":"00192.00168.1.5-000000192.168.1.25/24"}`,
 			want: "192.168.1.5-192.168.1.25 gw=invalid IP ex=[]", wantWarn: []string{`field "range" = "00192.00168.1.5-000000192.168.1.25/24": IPv4 with leading zeroes`}},
