@@ -351,6 +351,27 @@ func runCases() []runCase {
 			evidence: map[string][]string{IDNCCLLog: {"transport Socket"}},
 		},
 		{
+			name: "NCCL log shows an RDMA network plugin", mode: ModeExclusive,
+			facts: func() *Facts {
+				f := exclusiveFacts()
+				f.LogsWanted, f.Logs = true, strings.ReplaceAll(strings.ReplaceAll(ibLog, "Using network IB", "Using network IBext_v8"), "NET/IB/0", "NET/IBext_v8/0")
+				return f
+			},
+			want:     allOK(map[string]Status{IDNCCLLog: OK}),
+			evidence: map[string][]string{IDNCCLLog: {"RDMA network plugin IBext_v8", "GPUDirect RDMA yes"}},
+		},
+		{
+			name: "NCCL log: IB disabled or failed, sockets", mode: ModeExclusive,
+			facts: func() *Facts {
+				f := exclusiveFacts()
+				f.LogsWanted = true
+				f.Logs = "a-0:1:2 [0] NCCL INFO transport/net_ib.cc:852 -> 3\na-0:1:2 [0] NCCL INFO Using network Socket\na-0:1:2 [0] NCCL INFO Channel 00/0 : 1[0] -> 0[0] [receive] via NET/Socket/0\n"
+				return f
+			},
+			want:     allOK(map[string]Status{IDNCCLLog: Unknown}),
+			evidence: map[string][]string{IDNCCLLog: {"NCCL did not use RDMA", "IB was disabled or failed to initialise"}},
+		},
+		{
 			name: "NCCL log without NET lines", mode: ModeExclusive,
 			facts: func() *Facts {
 				f := exclusiveFacts()
