@@ -98,6 +98,9 @@ func TestCorpus(t *testing.T) {
 				t.Errorf("transport %q GDR %q, want %q %q", r.Transport, r.GDRVerdict, tc.transport, tc.gdr)
 			}
 			if tc.linkLayer != "" {
+				if r.LinkLayer != tc.linkLayer {
+					t.Errorf("link layer %q, want %q", r.LinkLayer, tc.linkLayer)
+				}
 				for _, rk := range r.Ranks {
 					if len(rk.HCAs) > 0 && rk.LinkLayer != tc.linkLayer {
 						t.Errorf("%s: link layer %q, want %q", rk.label(), rk.LinkLayer, tc.linkLayer)

@@ -126,12 +126,16 @@ type Report struct {
 	// GDR is true when the GPUDirect RDMA verdict is yes.
 	GDR bool `json:"gdr"`
 	// GDRVerdict is yes, no, partial or unknown (see the GDR* constants).
-	GDRVerdict string   `json:"gdr_verdict"`
-	Ranks      []Rank   `json:"ranks"`
-	NRanks     int      `json:"nranks,omitempty"`
-	Hosts      []string `json:"hosts"`
-	HCAs       []string `json:"hcas"`
-	OOB        []string `json:"oob_interfaces"`
+	GDRVerdict string `json:"gdr_verdict"`
+	// LinkLayer is IB or RoCE when every rank whose HCAs the log names
+	// agrees; empty when the log names none (transport IB then means
+	// NET/IB on a link layer the log does not show) or they differ.
+	LinkLayer string   `json:"link_layer,omitempty"`
+	Ranks     []Rank   `json:"ranks"`
+	NRanks    int      `json:"nranks,omitempty"`
+	Hosts     []string `json:"hosts"`
+	HCAs      []string `json:"hcas"`
+	OOB       []string `json:"oob_interfaces"`
 	// Env holds the NCCL variables the log reports ("X set by environment
 	// to V", "X set to V"); the first value seen when ranks differ (each
 	// rank's own are in Rank.Env).
@@ -555,6 +559,15 @@ func (r *Report) finish() {
 		}
 	default:
 		r.Transport = TransportUnknown
+	}
+	lls := map[string]bool{}
+	for _, rk := range r.Ranks {
+		if rk.LinkLayer != "" {
+			lls[rk.LinkLayer] = true
+		}
+	}
+	if len(lls) == 1 {
+		r.LinkLayer = keys(lls)[0]
 	}
 	r.GDRVerdict = r.gdrVerdict()
 	r.GDR = r.GDRVerdict == GDRYes

@@ -49,7 +49,11 @@ func (r *Report) WriteText(w io.Writer, color bool) error {
 	case GDRUnknown:
 		gdr = "unknown (no network channel lines)"
 	}
-	fmt.Fprintf(&b, "  transport  %s   GPUDirect RDMA %s\n", c(tcol, r.Transport), gdr)
+	t := r.Transport
+	if t == TransportIB && r.LinkLayer == "" {
+		t += " (NET/IB; the log does not name the link layer)"
+	}
+	fmt.Fprintf(&b, "  transport  %s   GPUDirect RDMA %s\n", c(tcol, t), gdr)
 	fmt.Fprintf(&b, "  ranks      %d on %d host(s)", len(r.Ranks), len(r.Hosts))
 	if r.NRanks > 0 {
 		fmt.Fprintf(&b, " (communicator of %d)", r.NRanks)
