@@ -2,8 +2,12 @@ package manifest
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
+	"net"
 	"strings"
+
+	"github.com/rdmanet/rdmanet/internal/netsel"
 )
 
 // Annotation keys understood by the tooling.
@@ -28,68 +32,96 @@ type NetworkSelection struct {
 	Index      int
 }
 
-// networkSelectionJSON is the Multus JSON form of one element.
+// networkSelectionJSON is the Multus JSON form of one element, with the
+// fields Multus validates while parsing.
 type networkSelectionJSON struct {
 	Name         string   `json:"name"`
 	Namespace    string   `json:"namespace"`
 	Interface    string   `json:"interface"`
 	DefaultRoute []string `json:"default-route"`
+	// InterfaceRequest is the pre-3.2 spelling of "interface", which
+	// Multus still reads when "interface" is empty.
+	InterfaceRequest string   `json:"interfaceRequest"`
+	MAC              string   `json:"mac"`
+	InfinibandGUID   string   `json:"infiniband-guid"`
+	IPs              []string `json:"ips"`
 }
 
 // ParseNetworks parses a networks annotation value in either Multus form: a
 // JSON list of selection objects or a comma-separated list of
-// "[namespace/]name[@interface]".
+// "[namespace/]name[@interface]". It refuses what Multus refuses (see
+// internal/netsel), and what Multus takes but fails on later: an element
+// without a name, an empty element, a value of only spaces.
 //
 // For the TKE vendor annotation the first element is the pod's default
 // network (tke-bridge, tke-route-eni, ...); it is skipped, so the result
 // holds only the secondary networks.
 func ParseNetworks(key, value string) ([]NetworkSelection, error) {
-	v := strings.TrimSpace(value)
-	if v == "" {
+	if value == "" {
 		return nil, nil
 	}
+	v := strings.TrimSpace(value)
+	if v == "" {
+		return nil, errors.New("the value is only spaces: Multus reads it as one network with an empty name and fails; remove the annotation or name a network")
+	}
 	var out []NetworkSelection
-	if strings.HasPrefix(v, "[") || strings.HasPrefix(v, "{") {
-		var elems []networkSelectionJSON
+	if netsel.IsJSON(v) {
 		if strings.HasPrefix(v, "{") {
-			var one networkSelectionJSON
-			if err := json.Unmarshal([]byte(v), &one); err != nil {
-				return nil, fmt.Errorf("not valid JSON: %w", err)
-			}
-			elems = append(elems, one)
-		} else if err := json.Unmarshal([]byte(v), &elems); err != nil {
-			return nil, fmt.Errorf("not a valid JSON list of network selections: %w", err)
+			return nil, errors.New(`the JSON form must be a list: wrap the object in [ ] (Multus refuses a bare object)`)
+		}
+		var elems []*networkSelectionJSON
+		if err := json.Unmarshal([]byte(v), &elems); err != nil {
+			return nil, fmt.Errorf("not a JSON list of network selections (Multus reads the value as JSON because it holds '[', '{' or '\"'): %w", err)
 		}
 		for i, e := range elems {
+			if e == nil {
+				return nil, fmt.Errorf("element %d is null (Multus crashes on it); remove it", i)
+			}
+			if e.Interface == "" {
+				e.Interface = e.InterfaceRequest
+			}
 			if e.Name == "" {
-				return nil, fmt.Errorf("element %d has no \"name\"", i)
+				return nil, fmt.Errorf("element %d has no \"name\" (Multus takes it and then finds no NetworkAttachmentDefinition); name the network", i)
+			}
+			if e.MAC != "" {
+				if _, err := net.ParseMAC(e.MAC); err != nil {
+					return nil, fmt.Errorf("element %d (%s): mac %q is not a MAC address (Multus refuses it): %w", i, e.Name, e.MAC, err)
+				}
+			}
+			if e.InfinibandGUID != "" {
+				if _, err := net.ParseMAC(e.InfinibandGUID); err != nil {
+					return nil, fmt.Errorf("element %d (%s): infiniband-guid %q is not a GUID (Multus refuses it): %w", i, e.Name, e.InfinibandGUID, err)
+				}
+			}
+			for _, ip := range e.IPs {
+				if strings.Contains(ip, "/") {
+					if _, _, err := net.ParseCIDR(ip); err != nil {
+						return nil, fmt.Errorf("element %d (%s): ips entry %q is not a CIDR (Multus refuses it): %w", i, e.Name, ip, err)
+					}
+				} else if net.ParseIP(ip) == nil {
+					return nil, fmt.Errorf("element %d (%s): ips entry %q is not an IP address (Multus refuses it)", i, e.Name, ip)
+				}
+			}
+			for _, gw := range e.DefaultRoute {
+				if net.ParseIP(gw) == nil {
+					return nil, fmt.Errorf("element %d (%s): default-route entry %q is not an IP address (Multus refuses it)", i, e.Name, gw)
+				}
 			}
 			out = append(out, NetworkSelection{Name: e.Name, Namespace: e.Namespace, Interface: e.Interface, InterfaceExplicit: e.Interface != "", DefaultRoute: e.DefaultRoute, Annotation: key, Index: i})
 		}
 	} else {
 		for i, part := range strings.Split(v, ",") {
-			part = strings.TrimSpace(part)
-			if part == "" {
-				return nil, fmt.Errorf("element %d is empty (stray comma)", i)
+			if strings.TrimSpace(part) == "" {
+				return nil, fmt.Errorf("element %d is empty (a stray comma?): Multus takes it as a network with an empty name and fails; remove it", i)
 			}
-			s := NetworkSelection{Annotation: key, Index: i}
-			if at := strings.LastIndexByte(part, '@'); at >= 0 {
-				s.Interface = part[at+1:]
-				s.InterfaceExplicit = true
-				part = part[:at]
-				if s.Interface == "" {
-					return nil, fmt.Errorf("element %d %q has an empty interface after '@'", i, v)
-				}
+			sh, err := netsel.ParseShort(part)
+			if err != nil {
+				return nil, fmt.Errorf("element %d: %w", i, err)
 			}
-			if sl := strings.IndexByte(part, '/'); sl >= 0 {
-				s.Namespace, s.Name = part[:sl], part[sl+1:]
-			} else {
-				s.Name = part
+			if sh.Name == "" {
+				return nil, fmt.Errorf("element %d %q has no network name (Multus takes it and then finds no NetworkAttachmentDefinition); write [<namespace>/]<name>[@<interface>]", i, strings.TrimSpace(part))
 			}
-			if s.Name == "" || strings.ContainsAny(s.Name, " /") {
-				return nil, fmt.Errorf("element %d %q is not [namespace/]name[@interface]", i, part)
-			}
-			out = append(out, s)
+			out = append(out, NetworkSelection{Name: sh.Name, Namespace: sh.Namespace, Interface: sh.Interface, InterfaceExplicit: sh.Interface != "", Annotation: key, Index: i})
 		}
 	}
 	if key == TKENetworksAnnotation && len(out) > 0 {

@@ -8,6 +8,8 @@ import (
 	"strings"
 
 	nadv1 "github.com/k8snetworkplumbingwg/network-attachment-definition-client/pkg/apis/k8s.cni.cncf.io/v1"
+
+	"github.com/rdmanet/rdmanet/internal/netsel"
 )
 
 // Annotation keys of the Network Plumbing WG multi-network spec.
@@ -36,17 +38,22 @@ type Selection struct {
 // Key is namespace/name.
 func (s Selection) Key() string { return s.Namespace + "/" + s.Name }
 
-// deviceIDField is the NPWG element's device selection extension
-// ("deviceID"), which the upstream type does not carry.
+// deviceIDField is what Multus' element reads beyond the NPWG type: the
+// device selection extension ("deviceID") and the pre-3.2 spelling of
+// "interface" ("interfaceRequest"), still read when "interface" is empty.
 type deviceIDField struct {
-	DeviceID string `json:"deviceID,omitempty"`
+	DeviceID         string `json:"deviceID,omitempty"`
+	InterfaceRequest string `json:"interfaceRequest,omitempty"`
 }
 
 // AnnotationError names the pod, the annotation and what is wrong.
 type AnnotationError struct {
 	Pod    string // namespace/name
 	Detail string
+	Err    error // the syntax error, when there is one
 }
+
+func (e *AnnotationError) Unwrap() error { return e.Err }
 
 func (e *AnnotationError) Error() string {
 	return fmt.Sprintf("pod %s: annotation %s: %s", e.Pod, NetworksAnnotation, e.Detail)
@@ -72,64 +79,63 @@ func ParseNetworks(value, podNamespace, pod string) ([]Selection, error) {
 // defaultNetworks): default names skip them, and an entry asking for one is
 // refused.
 func parseNetworks(value, podNamespace, pod string, reserved map[string]bool) ([]Selection, error) {
-	v := strings.TrimSpace(value)
-	if v == "" {
+	if value == "" {
 		return nil, nil
 	}
+	v := strings.TrimSpace(value)
 	fail := func(format string, a ...any) error {
 		return &AnnotationError{Pod: pod, Detail: fmt.Sprintf(format, a...)}
 	}
+	if v == "" {
+		return nil, fail("the value is only spaces: Multus reads it as one network with an empty name and fails; remove the annotation or name a network")
+	}
 	var out []Selection
-	if strings.HasPrefix(v, "[") || strings.HasPrefix(v, "{") {
+	// Multus takes the JSON form when the value holds '[', '{' or '"'
+	if netsel.IsJSON(v) {
 		if strings.HasPrefix(v, "{") {
-			return nil, fail("the JSON form must be a list: wrap the object in [ ]")
+			return nil, fail("the JSON form must be a list: wrap the object in [ ] (Multus refuses a bare object)")
 		}
-		var elems []nadv1.NetworkSelectionElement
-		var ids []deviceIDField
+		var elems []*nadv1.NetworkSelectionElement
+		var ids []*deviceIDField
 		if err := json.Unmarshal([]byte(v), &elems); err != nil {
-			return nil, fail("not a valid JSON list of network selection elements: %v; e.g. [{\"name\":\"face-training-rdma\",\"interface\":\"net1\"}]", err)
+			return nil, fail("not a valid JSON list of network selection elements (Multus reads the value as JSON because it holds '[', '{' or '\"'): %v; e.g. [{\"name\":\"face-training-rdma\",\"interface\":\"net1\"}]", err)
 		}
 		if err := json.Unmarshal([]byte(v), &ids); err != nil {
 			return nil, fail("not a valid JSON list of network selection elements: %v", err)
 		}
 		for i, e := range elems {
+			if e == nil {
+				return nil, fail("element %d is null (Multus crashes on it); remove it", i)
+			}
 			s := Selection{
 				Namespace: e.Namespace, Name: e.Name, Interface: e.InterfaceRequest, MAC: e.MacRequest,
 				IPs: e.IPRequest, DefaultRoute: e.GatewayRequest, DeviceID: ids[i].DeviceID,
 				InfinibandGUID: e.InfinibandGUIDRequest, PortMappings: e.PortMappingsRequest, Bandwidth: e.BandwidthRequest,
 			}
+			if s.Interface == "" {
+				s.Interface = ids[i].InterfaceRequest
+			}
 			if e.CNIArgs != nil {
 				s.CNIArgs = *e.CNIArgs
 			}
 			if s.Name == "" {
-				return nil, fail("element %d has no \"name\"", i)
+				return nil, fail("element %d has no \"name\" (Multus takes it and then finds no NetworkAttachmentDefinition); name the network", i)
 			}
 			out = append(out, s)
 		}
 	} else {
 		for i, item := range strings.Split(v, ",") {
-			item = strings.TrimSpace(item)
-			if item == "" {
-				return nil, fail("entry %d is empty (stray comma?)", i)
+			if strings.TrimSpace(item) == "" {
+				return nil, fail("entry %d is empty (stray comma?): Multus takes it as a network with an empty name and fails; remove it", i)
 			}
-			s := Selection{}
-			if at := strings.LastIndex(item, "@"); at >= 0 {
-				s.Interface = item[at+1:]
-				item = item[:at]
-				if s.Interface == "" {
-					return nil, fail("entry %q has an empty interface name after '@'", item+"@")
-				}
+			sh, err := netsel.ParseShort(item)
+			if err != nil {
+				return nil, &AnnotationError{Pod: pod, Detail: err.Error(), Err: err}
 			}
-			parts := strings.Split(item, "/")
-			switch len(parts) {
-			case 1:
-				s.Name = parts[0]
-			case 2:
-				s.Namespace, s.Name = parts[0], parts[1]
-			default:
-				return nil, fail("entry %q has more than one '/': write <namespace>/<name>[@<interface>]", item)
+			if sh.Name == "" {
+				return nil, fail("entry %q has no network name (Multus takes it and then finds no NetworkAttachmentDefinition); write [<namespace>/]<name>[@<interface>]", strings.TrimSpace(item))
 			}
-			out = append(out, s)
+			out = append(out, Selection{Namespace: sh.Namespace, Name: sh.Name, Interface: sh.Interface})
 		}
 	}
 	used := map[string]int{}
@@ -154,9 +160,18 @@ func parseNetworks(value, podNamespace, pod string, reserved map[string]bool) ([
 				return nil, fail("mac %q for network %s is not a MAC address", s.MAC, s.Key())
 			}
 		}
+		if s.InfinibandGUID != "" {
+			if _, err := net.ParseMAC(s.InfinibandGUID); err != nil {
+				return nil, fail("infiniband-guid %q for network %s is not a GUID (8 bytes, e.g. c2:11:22:33:44:55:66:77)", s.InfinibandGUID, s.Key())
+			}
+		}
 		for _, ip := range s.IPs {
-			if _, _, err := net.ParseCIDR(ip); err != nil && net.ParseIP(ip) == nil {
-				return nil, fail("ips entry %q for network %s is neither an IP nor a CIDR", ip, s.Key())
+			if strings.Contains(ip, "/") {
+				if _, _, err := net.ParseCIDR(ip); err != nil {
+					return nil, fail("ips entry %q for network %s is not a CIDR", ip, s.Key())
+				}
+			} else if net.ParseIP(ip) == nil {
+				return nil, fail("ips entry %q for network %s is not an IP address", ip, s.Key())
 			}
 		}
 		for _, gw := range s.DefaultRoute {
