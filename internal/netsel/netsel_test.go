@@ -27,7 +27,7 @@ func TestParseShortAsMultus(t *testing.T) {
 		{name: "dotted name", element: "a.b", err: `name "a.b"`},
 		{name: "name ending in '-'", element: "a-", err: `name "a-"`},
 		{name: "interface of 16 bytes", element: "a@abcdefghijklmnop", err: "at most 15 bytes"},
-		{name: "interface with '/'", element: "a@x/y", err: "at most 15 bytes, no '/'"},
+		{name: "a / after @ splits first, as in Multus", element: "a@x/y", err: `namespace "a@x"`},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
