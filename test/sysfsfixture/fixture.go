@@ -18,6 +18,11 @@
 //	class/infiniband/<ibdev> -> ../../devices/.../infiniband/<ibdev>
 //	class/misc/rdma_cm/dev                               rdma_cm exists
 //
+// Netdevs of devices on other buses hang below their PCI function, as on
+// real machines: a virtio-net function's netdev below its virtio device
+// (AddVirtioNet, NewCloudVM), an mlx5 sub-function's netdev and RDMA
+// device below its auxiliary device (AddSF, NewMlx5SFNode).
+//
 // The package does not import "testing" so the demo can use it at run time.
 package sysfsfixture
 
@@ -62,6 +67,10 @@ type Function struct {
 	NUMA     int    // -1 for none
 	PCIRoot  string // e.g. pci0000:40
 	Upstream string // upstream bridge/switch port BDF, e.g. 0000:40:01.1
+	// OnRootBus places the function directly on its root's bus, with no
+	// root port above it (devices/pci0000:00/0000:00:03.0), as virtual
+	// machines place their devices; Upstream is then ignored.
+	OnRootBus bool
 	Netdev   string // "" for none
 	MAC      string // "" generates one
 	MTU      int    // 0 means 1500
@@ -130,6 +139,9 @@ func (n *Node) AddFunction(f Function) error {
 	if f.Upstream == "" {
 		// root port 01.1 on the root bus: pci0000:40 -> 0000:40:01.1
 		f.Upstream = strings.TrimPrefix(f.PCIRoot, "pci") + ":01.1"
+	}
+	if f.OnRootBus {
+		f.Upstream = ""
 	}
 	dir := filepath.Join(n.Root, "devices", f.PCIRoot, f.Upstream, f.BDF)
 	if err := n.writeFunction(dir, f, f.Netdev, f.RDMADev, f.Device, f.Driver); err != nil {
@@ -293,7 +305,8 @@ func (n *Node) RestoreRDMA(bdf, ibdev string, ll LinkLayer) error {
 	if dir == "" {
 		return fmt.Errorf("sysfs fixture: %s not present", bdf)
 	}
-	return n.writeRDMA(dir, bdf, ibdev, ll, n.NetByBDF[bdf], "", "4: ACTIVE")
+	n.RDMAByBD[bdf] = ibdev
+	return n.writeRDMA(dir, ibdev, ll, n.NetByBDF[bdf], "", "4: ACTIVE")
 }
 
 func (n *Node) writeFunction(dir string, f Function, netdev, rdma, device, driver string) error {
@@ -339,19 +352,34 @@ func (n *Node) writeFunction(dir string, f Function, netdev, rdma, device, drive
 		if state == "" {
 			state = "4: ACTIVE"
 		}
-		if err := n.writeRDMA(dir, f.BDF, rdma, f.LinkLayer, netdev, f.IPv4, state); err != nil {
+		n.RDMAByBD[f.BDF] = rdma
+		if err := n.writeRDMA(dir, rdma, f.LinkLayer, netdev, f.IPv4, state); err != nil {
 			return err
 		}
 	}
 	return nil
 }
 
+// writeNetdev writes the function's own netdev below dir (the function's
+// directory, or its virtio device's) and records it as the function's.
 func (n *Node) writeNetdev(dir string, f Function, netdev string) error {
+	n.NetByBDF[f.BDF] = netdev
+	return n.writeNetdevDir(dir, f, netdev)
+}
+
+// writeNetdevDir writes <dir>/net/<netdev> with its attributes (MAC, MTU,
+// operstate and link type from f), its device link back to dir, and
+// class/net/<netdev>.
+func (n *Node) writeNetdevDir(dir string, f Function, netdev string) error {
 	nd := filepath.Join(dir, "net", netdev)
 	if err := os.MkdirAll(nd, 0o755); err != nil {
 		return fmt.Errorf("sysfs fixture: %w", err)
 	}
-	n.NetByBDF[f.BDF] = netdev
+	// class/net/<netdev>/device -> ../../../<device>, as the kernel links
+	// every netdev that has a parent device
+	if err := symlink(filepath.Join(nd, "device"), filepath.Join("../../..", filepath.Base(dir))); err != nil {
+		return err
+	}
 	mac := f.MAC
 	typ := "1"
 	if f.LinkLayer == InfiniBand {
@@ -391,7 +419,10 @@ func (n *Node) writeNetdev(dir string, f Function, netdev string) error {
 	return symlink(filepath.Join(n.Root, "class/net", netdev), rel)
 }
 
-func (n *Node) writeRDMA(dir, bdf, ibdev string, ll LinkLayer, netdev, ipv4, state string) error {
+// writeRDMA writes RDMA device ibdev below the device directory dir (a
+// PCI function's, or an mlx5 sub-function's) with its class link and char
+// devices.
+func (n *Node) writeRDMA(dir, ibdev string, ll LinkLayer, netdev, ipv4, state string) error {
 	if ll == "" {
 		ll = Ethernet
 	}
@@ -402,7 +433,6 @@ func (n *Node) writeRDMA(dir, bdf, ibdev string, ll LinkLayer, netdev, ipv4, sta
 			return fmt.Errorf("sysfs fixture: %w", err)
 		}
 	}
-	n.RDMAByBD[bdf] = ibdev
 	if err := writeFile(port, "link_layer", string(ll)); err != nil {
 		return err
 	}
