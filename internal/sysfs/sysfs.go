@@ -164,18 +164,107 @@ func (f FS) NetdevAttr(ifname, attr string) (string, error) {
 	return readTrim(filepath.Join(f.Root, "class/net", ifname, attr))
 }
 
-// NetdevPCI resolves class/net/<ifname>/device to a PCI address ("" for virtual netdevs).
+// NetdevPCI returns the PCI function a netdev belongs to, "" for a netdev
+// on no PCI function (virtual netdevs, VMBus, Xen). See NetdevPlacement.
 func (f FS) NetdevPCI(ifname string) string {
-	t, err := filepath.EvalSymlinks(filepath.Join(f.Root, "class/net", ifname))
+	return f.NetdevPlacement(ifname).PCI
+}
+
+// Placement is where a netdev hangs in the device tree.
+type Placement struct {
+	// PCI is the PCI function at or above the netdev's device, "" when
+	// there is none.
+	PCI string
+	// Via is the device directly below the PCI function that the netdev
+	// hangs under ("" when the netdev is the function's own, in <bdf>/net):
+	// virtio2 (a virtio-pci function's virtio device), mlx5_core.sf.2 (an
+	// mlx5 sub-function on the auxiliary bus).
+	Via string
+	// Bus is Via's bus (the name its subsystem link points at: virtio,
+	// auxiliary), "" when Via is "" or has no subsystem link.
+	Bus string
+}
+
+// OwnNetdev reports whether the netdev is its PCI function's own: in
+// <bdf>/net, or below the function's virtio device (virtio-pci is only the
+// transport of that one device, so the virtio device's netdev is the
+// function's). A netdev below any other device (an mlx5 sub-function or
+// another auxiliary device, a USB or Thunderbolt device below a
+// controller) is not.
+func (p Placement) OwnNetdev() bool {
+	return p.PCI != "" && (p.Via == "" || p.Bus == BusVirtio)
+}
+
+// Buses of devices netdevs hang below.
+const (
+	BusVirtio    = "virtio"
+	BusAuxiliary = "auxiliary"
+)
+
+// NetdevPlacement finds the PCI function of a netdev by walking up its
+// device path from class/net/<ifname> until a directory named like a PCI
+// address (DDDD:BB:DD.F), however many devices of other buses lie between:
+//
+//	devices/pci0000:40/0000:40:01.1/0000:41:00.2/net/enp65s0f0v0           a VF's own netdev
+//	devices/pci0000:00/0000:00:03.0/virtio2/net/eth0                       virtio-net (cloud VMs)
+//	devices/pci0000:3a/0000:3a:00.0/0000:3b:00.0/mlx5_core.sf.2/net/enp59s0f0s1   an mlx5 SF
+//
+// It stops at <root>/devices: devices/virtual/net/bond0 has no PCI
+// function. The class link is read, not resolved component by component:
+// the kernel's class links point at the device's canonical path.
+func (f FS) NetdevPlacement(ifname string) Placement {
+	link := filepath.Join(f.Root, "class/net", ifname)
+	t, err := os.Readlink(link)
 	if err != nil {
-		return ""
+		return Placement{}
 	}
-	// .../<bdf>/net/<ifname>
-	dir := filepath.Dir(filepath.Dir(t))
-	if ValidBDF(filepath.Base(dir)) {
-		return filepath.Base(dir)
+	if !filepath.IsAbs(t) {
+		t = filepath.Join(filepath.Dir(link), t)
 	}
-	return ""
+	return f.placementOf(filepath.Dir(filepath.Clean(t)))
+}
+
+// placementOf walks up from dir (a netdev's "net" directory) to the first
+// directory named like a PCI address below <root>/devices.
+func (f FS) placementOf(dir string) Placement {
+	top := filepath.Join(f.Root, "devices")
+	child := ""
+	for d := filepath.Dir(dir); strings.HasPrefix(d, top+string(filepath.Separator)); d = filepath.Dir(d) {
+		name := filepath.Base(d)
+		if ValidBDF(name) {
+			p := Placement{PCI: name, Via: child}
+			if child != "" {
+				if s, err := os.Readlink(filepath.Join(d, child, "subsystem")); err == nil {
+					p.Bus = filepath.Base(s)
+				}
+			}
+			return p
+		}
+		child = name
+	}
+	return Placement{}
+}
+
+// FunctionNetdev is a netdev found below a PCI function.
+type FunctionNetdev struct {
+	Name string
+	Placement
+}
+
+// NetdevsByFunction lists every netdev of class/net that hangs below a PCI
+// function (NetdevPlacement), keyed by the function's address, each
+// function's netdevs sorted by name. One pass over class/net: what a
+// discovery calls once, not per function.
+func (f FS) NetdevsByFunction() map[string][]FunctionNetdev {
+	out := map[string][]FunctionNetdev{}
+	for _, name := range listDir(filepath.Join(f.Root, "class/net")) {
+		p := f.NetdevPlacement(name)
+		if p.PCI == "" {
+			continue
+		}
+		out[p.PCI] = append(out[p.PCI], FunctionNetdev{Name: name, Placement: p})
+	}
+	return out
 }
 
 // LowerNetdevs lists the netdevs directly under ifname (sorted, each once):
