@@ -8,6 +8,7 @@ import (
 	"text/tabwriter"
 
 	"github.com/rdmanet/rdmanet/internal/deviceplugin"
+	"github.com/rdmanet/rdmanet/internal/inventory"
 )
 
 // Report is the --once output: what a configuration selects on this node.
@@ -43,9 +44,9 @@ func NewReport(s *Snapshot) Report {
 	for _, f := range s.Node.Functions {
 		r.Node.RDMADevices += len(f.RDMA)
 		if f.DefaultRoute {
-			d := fmt.Sprintf("%s (%s)", f.BDF, f.Netdev())
+			d := fmt.Sprintf("%s (%s)", f.BDF, f.DefaultRouteLabel())
 			if f.DefaultRouteVia != "" {
-				d = fmt.Sprintf("%s (%s, under %s)", f.BDF, f.Netdev(), f.DefaultRouteVia)
+				d = fmt.Sprintf("%s (%s, under %s)", f.BDF, f.DefaultRouteLabel(), f.DefaultRouteVia)
 			}
 			r.Node.DefaultRoute = append(r.Node.DefaultRoute, d)
 		}
@@ -76,14 +77,14 @@ func (r Report) WriteText(w io.Writer) error {
 			tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 			fmt.Fprintln(tw, "  HCA\tNETDEV\tRDMA\tLINK\tNUMA\tDEVICE NODES\tHEALTH")
 			for _, h := range p.HCAs {
-				fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\t%d\t%s\t%s\n", h.PCI, h.Netdev, h.RDMA, h.LinkLayer, h.NUMA, strings.Join(h.CharDevs, ","), health(h.Health, h.Reason))
+				fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\t%s\t%s\t%s\n", h.PCI, h.Netdev, h.RDMA, h.LinkLayer, inventory.NUMALabel(h.NUMA), strings.Join(h.CharDevs, ","), health(h.Health, h.Reason))
 			}
 			tw.Flush()
 		} else if len(p.Devices) > 0 {
 			tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 			fmt.Fprintln(tw, "  DEVICE\tPF\tVF\tNETDEV\tRDMA\tLINK\tNUMA\tPCIE ROOT\tHEALTH")
 			for _, d := range p.Devices {
-				fmt.Fprintf(tw, "  %s\t%s\t%d\t%s\t%s\t%s\t%d\t%s\t%s\n", d.ID, d.PFNetdev, d.VFIndex, d.Netdev, d.RDMA, d.LinkLayer, d.NUMA, d.PCIRoot, health(d.Health, d.Reason))
+				fmt.Fprintf(tw, "  %s\t%s\t%d\t%s\t%s\t%s\t%s\t%s\t%s\n", d.ID, d.PFNetdev, d.VFIndex, d.Netdev, d.RDMA, d.LinkLayer, inventory.NUMALabel(d.NUMA), d.PCIRoot, health(d.Health, d.Reason))
 			}
 			tw.Flush()
 		}

@@ -279,7 +279,7 @@ func buildExclusive(node *inventory.Node, p *Pool) {
 			continue
 		}
 		if f.DefaultRoute {
-			p.Problems = append(p.Problems, fmt.Sprintf("%s (%s) carries the node's default route; never handed out", f.BDF, f.Netdev()))
+			p.Problems = append(p.Problems, fmt.Sprintf("%s (%s) carries the node's default route; never handed out", f.BDF, f.DefaultRouteLabel()))
 			continue
 		}
 		d := Device{ID: f.BDF, PCI: f.BDF, Netdev: f.Netdev(), RDMA: f.RDMAName(), LinkLayer: f.LinkLayer,
@@ -377,7 +377,7 @@ func buildShared(node *inventory.Node, p *Pool) {
 			continue
 		}
 		if f.DefaultRoute {
-			p.Problems = append(p.Problems, fmt.Sprintf("%s (%s) carries the node's default route; never handed out", f.BDF, f.Netdev()))
+			p.Problems = append(p.Problems, fmt.Sprintf("%s (%s) carries the node's default route; never handed out", f.BDF, f.DefaultRouteLabel()))
 			continue
 		}
 		h := HCA{PCI: f.BDF, Netdev: f.Netdev(), RDMA: f.RDMAName(), LinkLayer: f.LinkLayer, NUMA: f.NUMA, CharDevs: charDevs(f)}

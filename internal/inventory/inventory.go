@@ -136,7 +136,15 @@ type Function struct {
 	TotalVFs  int          `json:"sriov_totalvfs,omitempty"`
 	NumVFs    int          `json:"sriov_numvfs,omitempty"`
 	VFs       []string     `json:"vfs,omitempty"`
-	Netdevs   []string     `json:"netdevs,omitempty"`
+	// Netdevs are the function's own netdevs: those in its sysfs directory
+	// and, for a virtio-pci function, its virtio device's (a cloud VM's
+	// devices/pci0000:00/0000:00:03.0/virtio2/net/eth0).
+	Netdevs []string `json:"netdevs,omitempty"`
+	// SubNetdevs are netdevs of devices of other buses below the function
+	// (an mlx5 sub-function's, another auxiliary device's): not the
+	// function's to hand out, but on its hardware, so one carrying the
+	// default route keeps the function from being handed out.
+	SubNetdevs []SubNetdev `json:"sub_netdevs,omitempty"`
 	OperState string       `json:"operstate,omitempty"` // of the first netdev; "" when not visible
 	AdminUp   bool         `json:"admin_up,omitempty"`  // IFF_UP of the first netdev
 	LinkLayer string       `json:"link_layer,omitempty"`
@@ -151,6 +159,46 @@ type Function struct {
 	// DefaultRouteVia is the route's device when the function's netdev is
 	// under it (bond0, vlan200, br0); empty when the route is on the netdev.
 	DefaultRouteVia string `json:"default_route_via,omitempty"`
+	// DefaultRouteNetdev is the function's netdev that carries the route
+	// or is under the route's device; DefaultRouteDevice is set when that
+	// netdev is a sub-device's (SubNetdevs): the sub-device's name.
+	DefaultRouteNetdev string `json:"default_route_netdev,omitempty"`
+	DefaultRouteDevice string `json:"default_route_device,omitempty"`
+}
+
+// SubNetdev is a netdev of a device below a PCI function on another bus.
+type SubNetdev struct {
+	Name   string `json:"name"`
+	Device string `json:"device"`        // mlx5_core.sf.2
+	Bus    string `json:"bus,omitempty"` // auxiliary
+}
+
+// DefaultRouteLabel names the netdev by which the function carries the
+// default route, for messages: "ens8f0np0", or "enp59s0f0s1 of
+// mlx5_core.sf.2" for a sub-function's netdev. "" when it carries none.
+func (f *Function) DefaultRouteLabel() string {
+	switch {
+	case !f.DefaultRoute:
+		return ""
+	case f.DefaultRouteDevice != "":
+		return f.DefaultRouteNetdev + " of " + f.DefaultRouteDevice
+	case f.DefaultRouteNetdev != "":
+		return f.DefaultRouteNetdev
+	}
+	return f.Netdev()
+}
+
+// NUMALabel is the function's NUMA node for people: its number, or
+// "unknown" when the platform reports none (numa_node -1: single-socket
+// machines and VMs without a NUMA topology).
+func (f *Function) NUMALabel() string { return NUMALabel(f.NUMA) }
+
+// NUMALabel renders a NUMA node as NUMALabel does.
+func NUMALabel(numa int) string {
+	if numa < 0 {
+		return "unknown"
+	}
+	return strconv.Itoa(numa)
 }
 
 // Netdev returns the first netdev name, or "".
@@ -231,6 +279,7 @@ func Discover(o Options) (*Node, error) {
 	node := &Node{byBDF: map[string]*Function{}, RDMACM: fs.HasRDMACM()}
 	vfIdx := vfIndexer(fs)
 	defRoute := ResolveLower(fs, o.DefaultRouteLinks)
+	below := fs.NetdevsByFunction()
 	for _, bdf := range bdfs {
 		if !fs.Exists(bdf) {
 			node.Problems = append(node.Problems, fmt.Sprintf("%s: bus/pci/devices link is dangling (device removed while scanning?); skipped", bdf))
@@ -242,15 +291,8 @@ func Discover(o Options) (*Node, error) {
 		if !strings.HasPrefix(class, "02") && len(rdma) == 0 {
 			continue
 		}
-		f := readFunction(fs, bdf, rdma, vfIdx)
-		for _, nd := range f.Netdevs {
-			if via, ok := defRoute[nd]; ok {
-				f.DefaultRoute = true
-				if via != nd && f.DefaultRouteVia == "" {
-					f.DefaultRouteVia = via
-				}
-			}
-		}
+		f := readFunction(fs, bdf, rdma, vfIdx, below[bdf])
+		markDefaultRoute(f, defRoute)
 		node.Functions = append(node.Functions, f)
 		node.byBDF[bdf] = f
 	}
@@ -273,6 +315,34 @@ func Discover(o Options) (*Node, error) {
 	return node, nil
 }
 
+// markDefaultRoute sets the function's DefaultRoute fields when one of its
+// netdevs, own or a sub-device's, is in defRoute (netdev -> the route's
+// device it was found under). The first such netdev, own ones first,
+// names it.
+func markDefaultRoute(f *Function, defRoute map[string]string) {
+	type cand struct{ netdev, device string }
+	var cands []cand
+	for _, nd := range f.Netdevs {
+		cands = append(cands, cand{netdev: nd})
+	}
+	for _, sn := range f.SubNetdevs {
+		cands = append(cands, cand{netdev: sn.Name, device: sn.Device})
+	}
+	for _, c := range cands {
+		via, ok := defRoute[c.netdev]
+		if !ok {
+			continue
+		}
+		if !f.DefaultRoute {
+			f.DefaultRoute = true
+			f.DefaultRouteNetdev, f.DefaultRouteDevice = c.netdev, c.device
+		}
+		if via != c.netdev && f.DefaultRouteVia == "" {
+			f.DefaultRouteVia = via
+		}
+	}
+}
+
 // vfIndexer returns a lookup of a VF's index under its PF that lists each
 // PF's virtfnN links once (a per-VF scan of the PF directory is quadratic
 // in VFs per PF: 512 VFs cost ~50k syscalls per discovery).
@@ -292,7 +362,9 @@ func vfIndexer(fs sysfs.FS) func(pf, vf string) (int, bool) {
 	}
 }
 
-func readFunction(fs sysfs.FS, bdf string, rdma []string, vfIndex func(pf, vf string) (int, bool)) *Function {
+// readFunction reads one function; below are the netdevs class/net places
+// at or below it (sysfs.FS.NetdevsByFunction).
+func readFunction(fs sysfs.FS, bdf string, rdma []string, vfIndex func(pf, vf string) (int, bool), below []sysfs.FunctionNetdev) *Function {
 	f := &Function{
 		BDF:    bdf,
 		Vendor: fs.HexID(bdf, "vendor"),
@@ -314,7 +386,7 @@ func readFunction(fs sysfs.FS, bdf string, rdma []string, vfIndex func(pf, vf st
 	for _, vf := range fs.VFs(bdf) {
 		f.VFs = append(f.VFs, vf.BDF)
 	}
-	f.Netdevs = fs.Netdevs(bdf)
+	f.Netdevs, f.SubNetdevs = netdevsOf(fs.Netdevs(bdf), below)
 	if nd := f.Netdev(); nd != "" {
 		f.OperState, _ = fs.NetdevAttr(nd, "operstate")
 		if fl, err := fs.NetdevAttr(nd, "flags"); err == nil {
@@ -353,6 +425,33 @@ func readFunction(fs sysfs.FS, bdf string, rdma []string, vfIndex func(pf, vf st
 		}
 	}
 	return f
+}
+
+// netdevsOf merges the netdevs listed in a function's net/ directory
+// (direct) with those class/net places below it: own ones (virtio) join
+// the direct ones, the others are sub-devices'. Direct ones come first,
+// each list sorted.
+func netdevsOf(direct []string, below []sysfs.FunctionNetdev) ([]string, []SubNetdev) {
+	own := append([]string(nil), direct...)
+	seen := map[string]bool{}
+	for _, nd := range direct {
+		seen[nd] = true
+	}
+	var extra []string
+	var subs []SubNetdev
+	for _, b := range below {
+		switch {
+		case seen[b.Name]:
+		case b.OwnNetdev():
+			extra = append(extra, b.Name)
+		default:
+			subs = append(subs, SubNetdev{Name: b.Name, Device: b.Via, Bus: b.Bus})
+		}
+		seen[b.Name] = true
+	}
+	sort.Strings(extra)
+	sort.Slice(subs, func(i, j int) bool { return subs[i].Name < subs[j].Name })
+	return append(own, extra...), subs
 }
 
 func readPortless(fs sysfs.FS, ib, attr string) (string, error) {
