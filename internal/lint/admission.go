@@ -1,6 +1,7 @@
 package lint
 
 import (
+	"sort"
 	"strings"
 
 	"github.com/rdmanet/rdmanet/internal/manifest"
@@ -19,6 +20,42 @@ var contextRules = map[string]bool{
 	"RDMA085": true, "RDMA086": true, "RDMA087": true, "RDMA088": true,
 	"RDMA093": true,
 }
+
+// cannotStartRules are the rules whose error-level finding means the pod,
+// as created, can never start: its sandbox's network setup fails on every
+// retry, and the fields at fault (containers' resources) cannot change
+// after creation, or the annotation is one no CNI reads. The admission
+// webhook refuses such a pod for everyone; every other rule is about risk
+// (a job that hangs across nodes or trains over TCP) and refuses only
+// where a pod or namespace opts into enforcement.
+var cannotStartRules = map[string]string{
+	"RDMA001": "Multus and rdmanet's meta CNI cannot parse the networks annotation, so every sandbox creation fails",
+	"RDMA010": "the NAD's resource is not requested, so no device of it is allocated and the attachment's CNI ADD fails on every retry",
+	"RDMA014": "the NAD's resource is not requested, so no device of it is allocated and the attachment's CNI ADD fails on every retry",
+	"RDMA016": "an attachment gets no device of the NAD's resource, and its CNI ADD fails on every retry",
+}
+
+// CannotStart reports whether f, a finding on a pod, means the pod can
+// never start (an error of a rule in CannotStartRules).
+func CannotStart(f Finding) bool {
+	_, ok := cannotStartRules[f.Rule]
+	return ok && f.Severity == Error
+}
+
+// CannotStartRules lists the IDs of the rules whose error findings mean a
+// pod can never start, sorted.
+func CannotStartRules() []string {
+	out := make([]string, 0, len(cannotStartRules))
+	for id := range cannotStartRules {
+		out = append(out, id)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// CannotStartReason says why an error of rule id keeps a pod from ever
+// starting ("" for rules about risk).
+func CannotStartReason(id string) string { return cannotStartRules[id] }
 
 // PodResult is the outcome of linting one pod for admission.
 type PodResult struct {

@@ -320,6 +320,35 @@ func TestWebhooksAgainstAPIServer(t *testing.T) {
 		}
 	})
 
+	t.Run("not opted in, namespace not enforced: a pod that can never start is denied with the rule id", func(t *testing.T) {
+		for _, tc := range []struct {
+			name string
+			pod  *corev1.Pod
+			rule string
+		}{
+			{name: "the NAD's resource not requested", rule: "RDMA014",
+				pod: newPod("no-vf-0").ann(NetworksAnnotation, `[{"name":"face-training-rdma","interface":"net1"}]`).ipcLock().pod()},
+			{name: "malformed networks annotation", rule: "RDMA001",
+				pod: newPod("bad-annotation-0").ann(NetworksAnnotation, `[{"name":`).pod()},
+		} {
+			_, err := cs.CoreV1().Pods(testNS).Create(ctx, tc.pod, dry)
+			if err == nil {
+				t.Errorf("%s: pod admitted, want a denial naming %s", tc.name, tc.rule)
+				continue
+			}
+			for _, s := range []string{"validate-pod.rdmanet.io", tc.rule + " (", "could never start", "fix: "} {
+				if !strings.Contains(err.Error(), s) {
+					t.Errorf("%s: denial lacks %q: %v", tc.name, s, err)
+				}
+			}
+		}
+		// kube-system stays exempt: not even such a pod is sent
+		p := newPod("system-bad-0").ann(NetworksAnnotation, `[{"name":`).with(func(p *corev1.Pod) { p.Namespace = "kube-system" }).pod()
+		if _, err := cs.CoreV1().Pods("kube-system").Create(ctx, p, dry); err != nil {
+			t.Errorf("kube-system pod with a malformed annotation: %v, want admitted (never sent to the webhooks)", err)
+		}
+	})
+
 	t.Run("warning comes back as a warning", func(t *testing.T) {
 		rec.take()
 		p := goodHost().env("NCCL_SOCKET_IFNAME", "net1").with(func(p *corev1.Pod) { p.Name = "host-warn-0" }).pod()
