@@ -139,6 +139,9 @@ func RulesMarkdown() string {
 	b.WriteString("`warning` is a configuration that works in some clusters and breaks in others. `info` is advice.\n\n")
 	b.WriteString("Suppress a rule for one object with the annotation `" + DisableAnnotation + ": \"RDMA070,RDMA051\"` on the object or its pod template. ")
 	b.WriteString("`" + NodeExclusiveAnnotation + ": \"true\"` on a pod template declares whole-node placement (RDMA051 becomes info).\n\n")
+	b.WriteString("At admission (rdmanet-controller's validating webhook, [docs/webhook.md](webhook.md#what-is-refused-and-where)) the rules fall in two classes. ")
+	b.WriteString("An error of " + strings.Join(CannotStartRules(), ", ") + " means the pod, as created, can never start; such a pod is refused for everyone, opted in or not. ")
+	b.WriteString("Every other error is about risk and refuses a pod only where it is enforced (the pod opts in, or its namespace is labelled `rdmanet.io/enforce=true`); elsewhere it comes back as an admission warning.\n\n")
 	b.WriteString("| ID | name | severity | summary |\n|---|---|---|---|\n")
 	ids := make([]string, 0, len(Catalogue))
 	for _, r := range Catalogue {
@@ -153,6 +156,9 @@ func RulesMarkdown() string {
 	for _, id := range ids {
 		r := ruleByID[id]
 		fmt.Fprintf(&b, "## %s\n\n**%s** — severity `%s`\n\n%s\n\n**Why.** %s\n\n**Fix.** %s\n\n", r.ID, r.Name, r.Severity, r.Summary, r.Why, r.Fix)
+		if why := CannotStartReason(r.ID); why != "" {
+			fmt.Fprintf(&b, "**Admission.** Refused for every pod, opted in or not: %s.\n\n", why)
+		}
 	}
 	return b.String()
 }
