@@ -56,7 +56,7 @@ func run() int {
 		case "pause":
 			r, err = image.Pause(ctx, image.PauseOptions{Dir: *dir, OutDir: *out, GOARCH: *goarch})
 		case "testbox":
-			r, err = image.Testbox(image.TestboxOptions{Busybox: *busybox, OutDir: *out, Arch: *goarch})
+			r, err = image.Testbox(ctx, image.TestboxOptions{Busybox: *busybox, OutDir: *out, Arch: *goarch, Dir: *dir})
 		default:
 			fmt.Fprintf(os.Stderr, "rdmanet-image: unknown image %q: want rdmanet, sim, pause or testbox\n", what)
 			return 2

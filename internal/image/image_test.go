@@ -403,7 +403,7 @@ func TestTestboxImage(t *testing.T) {
 		}
 		t.Skipf("%s missing (apt-get install -y busybox-static): %v", bb, err)
 	}
-	r, err := Testbox(TestboxOptions{OutDir: t.TempDir()})
+	r, err := Testbox(context.Background(), TestboxOptions{OutDir: t.TempDir(), Dir: moduleRoot(t)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -415,6 +415,9 @@ func TestTestboxImage(t *testing.T) {
 		if e, ok := entries["bin/"+a]; !ok || e.hdr.Typeflag != tar.TypeSymlink || e.hdr.Linkname != "busybox" {
 			t.Errorf("bin/%s: %+v", a, e.hdr)
 		}
+	}
+	if e, ok := entries["bin/rdmanet-rendezvous"]; !ok || e.hdr.Typeflag != tar.TypeReg || e.hdr.Mode&0o111 == 0 {
+		t.Errorf("bin/rdmanet-rendezvous (the cross-node test program) missing or not executable: %+v", e.hdr)
 	}
 	if e := entries["tmp/"]; e.hdr.Mode != 0o1777 {
 		t.Errorf("tmp mode %o, want 1777", e.hdr.Mode)

@@ -291,6 +291,11 @@ var BusyboxApplets = []string{
 	"touch", "tr", "true", "uname", "uniq", "wc", "wget", "xargs",
 }
 
+// RendezvousPackage is the testbox image's two-rank rendezvous and
+// transfer program (/bin/rdmanet-rendezvous): what NCCL's bootstrap does,
+// in miniature, for the cluster tier's cross-node scenarios.
+const RendezvousPackage = version.Module + "/test/images/rendezvous"
+
 // TestboxOptions: see Testbox.
 type TestboxOptions struct {
 	// Busybox is a static busybox binary (default /bin/busybox, Debian's
@@ -300,12 +305,15 @@ type TestboxOptions struct {
 	OutDir  string
 	Arch    string
 	Created time.Time
+	// Dir is the module root the test programs are built in ("" = current dir).
+	Dir string
 }
 
 // Testbox builds the workload test image localhost/testbox:latest: Debian's
 // static busybox at /bin/busybox with BusyboxApplets linked to it (sh, ip,
-// ls, cat, sleep, …); no entrypoint, cmd ["sleep", "infinity"].
-func Testbox(o TestboxOptions) (Result, error) {
+// ls, cat, sleep, …) and the test program RendezvousPackage at
+// /bin/rdmanet-rendezvous; no entrypoint, cmd ["sleep", "infinity"].
+func Testbox(ctx context.Context, o TestboxOptions) (Result, error) {
 	bb := o.Busybox
 	if bb == "" {
 		bb = "/bin/busybox"
@@ -317,7 +325,11 @@ func Testbox(o TestboxOptions) (Result, error) {
 	if out == "" {
 		out = filepath.Join("_output", "image")
 	}
-	files := []File{{Path: "/bin/busybox", Source: bb, Mode: 0o755}}
+	bins, err := GoBuild{Dir: o.Dir, Packages: []string{RendezvousPackage}, OutDir: filepath.Join(out, "stage", "testbox"), GOARCH: o.Arch}.Run(ctx)
+	if err != nil {
+		return Result{}, fmt.Errorf("testbox: %w", err)
+	}
+	files := []File{{Path: "/bin/busybox", Source: bb, Mode: 0o755}, {Path: "/bin/rdmanet-rendezvous", Source: bins[0], Mode: 0o755}}
 	for _, a := range BusyboxApplets {
 		files = append(files, File{Path: "/bin/" + a, Link: "busybox"})
 	}
@@ -327,7 +339,7 @@ func Testbox(o TestboxOptions) (Result, error) {
 		Dirs:          []Dir{{Path: "/tmp", Mode: 0o777 | os.ModeSticky}, {Path: "/etc", Mode: 0o755}},
 		Env:           []string{"PATH=/bin"},
 		Cmd:           []string{"sleep", "infinity"},
-		Labels:        map[string]string{"org.opencontainers.image.title": "testbox (rdmanet test harness: busybox-static)"},
+		Labels:        map[string]string{"org.opencontainers.image.title": "testbox (rdmanet test harness: busybox-static, rdmanet-rendezvous)"},
 		Created:       o.Created,
 		Arch:          o.Arch,
 		Output:        filepath.Join(out, "testbox-latest.tar"),

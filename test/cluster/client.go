@@ -12,17 +12,23 @@ import (
 	"time"
 )
 
-// Control talks to a running supervisor over its control socket.
+// Control talks to a running node supervisor over its control socket.
 type Control struct {
-	l Layout
-	c *http.Client
+	sock string
+	c    *http.Client
 }
 
-func NewControl(l Layout) *Control {
-	return &Control{l: l, c: &http.Client{Transport: &http.Transport{
+// NewControl talks to the first node's supervisor (the control plane's).
+func NewControl(l Layout) *Control { return newControl(l.ControlSocket()) }
+
+// NewNodeControl talks to node n's supervisor.
+func NewNodeControl(l Layout, n Node) *Control { return newControl(l.NodeControlSocket(n)) }
+
+func newControl(sock string) *Control {
+	return &Control{sock: sock, c: &http.Client{Transport: &http.Transport{
 		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
 			var d net.Dialer
-			return d.DialContext(ctx, "unix", l.ControlSocket())
+			return d.DialContext(ctx, "unix", sock)
 		},
 	}}}
 }
@@ -38,7 +44,7 @@ func (c *Control) do(ctx context.Context, method, path string, q url.Values, bod
 	}
 	resp, err := c.c.Do(req)
 	if err != nil {
-		return nil, fmt.Errorf("supervisor %s: %w", c.l.ControlSocket(), err)
+		return nil, fmt.Errorf("supervisor %s: %w", c.sock, err)
 	}
 	defer resp.Body.Close()
 	b, _ := io.ReadAll(resp.Body)

@@ -17,6 +17,10 @@ type component struct {
 	// health is a URL the supervisor polls from inside the node (https
 	// with the admin client certificate), or a unix socket path ("unix:").
 	health string
+	// optional: a missing binary is logged and the node runs without it
+	// (the fake GPU plugin; kube-proxy and CoreDNS on a checkout whose
+	// tools predate them).
+	optional bool
 }
 
 // simEnv is what the node's CNI binaries need on a machine without SR-IOV
@@ -31,11 +35,75 @@ var simEnv = []string{
 	"RDMANET_NETOPS_STATE=/var/lib/rdmanet/netops-record.json",
 }
 
-// components returns the node's processes in start order.
-func components(l Layout) []component {
+// components returns node n's processes in start order: on the first node
+// the control plane (etcd, kube-apiserver, controller-manager, scheduler)
+// first; then on every node containerd, kubelet, kube-proxy and the fake GPU
+// plugin; CoreDNS last on the first node (it needs the API server and
+// serves on the node's address, behind the kube-dns Service).
+func components(l Layout, n Node) []component {
 	pki := func(f string) string { return filepath.Join(l.PKI(), f) }
 	api := fmt.Sprintf("https://%s:%d", NodeIP, APIPort)
 	kc := func(id string) string { return pki(id + ".kubeconfig") }
+	var cs []component
+	if n.ControlPlane() {
+		cs = append(cs, controlPlane(l, pki, kc, api)...)
+	}
+	cs = append(cs,
+		component{
+			name: "containerd", bin: "containerd",
+			args:   []string{"--config=" + l.NodeConfig(n, "containerd.toml")},
+			env:    simEnv,
+			health: "unix:" + ContainerdSocket,
+		},
+		component{
+			name: "kubelet", bin: "kubelet",
+			args: []string{
+				"--config=" + l.NodeConfig(n, "kubelet.yaml"),
+				"--kubeconfig=" + kc(kubeletIdentity(n)),
+				"--hostname-override=" + n.Name,
+				"--node-ip=" + n.IP,
+				"--node-labels=" + NodeModeLabel + "=" + n.Mode,
+				"--v=1",
+			},
+			health: "http://127.0.0.1:10248/healthz",
+		},
+		component{
+			name: "kube-proxy", bin: "kube-proxy", optional: true,
+			args:   []string{"--config=" + l.NodeConfig(n, "kube-proxy.yaml"), "--hostname-override=" + n.Name, "--v=0"},
+			health: "http://127.0.0.1:10256/healthz",
+		},
+		component{
+			name: "fake-gpu-plugin", bin: "fake-gpu-plugin", optional: true,
+			args: []string{"--sysfs-root=" + l.NodeSysfs(n)},
+		},
+	)
+	if n.ControlPlane() {
+		cs = append(cs, component{
+			name: "coredns", bin: "coredns", optional: true,
+			args:   []string{"-conf=" + l.Config("Corefile")},
+			health: "http://127.0.0.1:8181/ready",
+		})
+	}
+	return cs
+}
+
+// NodeModeLabel is the label each simulated node carries with its fixed
+// RDMA netns mode (what a fleet's node provisioning would set): scenarios
+// pick exclusive or shared nodes by it.
+const NodeModeLabel = "rdmanet.io/sim-rdma-netns-mode"
+
+// kubeletIdentity is the base name of node n's kubelet certificate and
+// kubeconfig under pki/ (system:node:<name>).
+func kubeletIdentity(n Node) string {
+	if n.Index == 0 {
+		return "kubelet"
+	}
+	return "kubelet-" + n.Name
+}
+
+// controlPlane is the first node's etcd, API server, controller-manager
+// and scheduler.
+func controlPlane(l Layout, pki, kc func(string) string, api string) []component {
 	return []component{
 		{
 			name: "etcd", bin: "etcd",
@@ -74,8 +142,10 @@ func components(l Layout) []component {
 				"--authorization-mode=Node,RBAC",
 				"--enable-admission-plugins=NodeRestriction",
 				// Webhook Services (rdmanet-controller's) are called at
-				// one of their endpoints, not the ClusterIP: the node
-				// runs no kube-proxy.
+				// one of their endpoints, not the ClusterIP: the API
+				// server runs in the first node's network namespace but
+				// not behind its kube-proxy's rules for its own traffic
+				// in every setup; endpoints always work.
 				"--enable-aggregator-routing=true",
 				"--allow-privileged=true",
 				"--profiling=false",
@@ -98,6 +168,8 @@ func components(l Layout) []component {
 				"--cluster-signing-cert-file=" + pki("ca.crt"),
 				"--cluster-signing-key-file=" + pki("ca.key"),
 				"--service-cluster-ip-range=" + ServiceNet,
+				// a crashed node's pods are evicted soon (node loss)
+				"--node-monitor-grace-period=20s",
 				"--v=0",
 			},
 			health: "https://127.0.0.1:10257/healthz",
@@ -115,40 +187,23 @@ func components(l Layout) []component {
 			},
 			health: "https://127.0.0.1:10259/healthz",
 		},
-		{
-			name: "containerd", bin: "containerd",
-			args:   []string{"--config=" + l.ContainerdConfig()},
-			env:    simEnv,
-			health: "unix:" + ContainerdSocket,
-		},
-		{
-			name: "kubelet", bin: "kubelet",
-			args: []string{
-				"--config=" + l.KubeletConfig(),
-				"--kubeconfig=" + kc("kubelet"),
-				"--hostname-override=" + NodeName,
-				"--node-ip=" + NodeIP,
-				"--v=1",
-			},
-			health: "http://127.0.0.1:10248/healthz",
-		},
-		{
-			name: "fake-gpu-plugin", bin: "fake-gpu-plugin",
-			args: []string{"--sysfs-root=" + l.Sysfs()},
-		},
 	}
 }
 
-// RecordStateFile is the recording fake's state on the machine (the node
-// sees it as /var/lib/rdmanet/netops-record.json, simEnv).
+// RecordStateFile is the recording fake's state of the first node (the
+// node sees it as /var/lib/rdmanet/netops-record.json, simEnv).
 func (l Layout) RecordStateFile() string { return l.path("node/var/lib/rdmanet/netops-record.json") }
 
-// SetRDMANetnsMode sets the simulated kernel's RDMA netns mode, what `rdma
-// system set netns <mode>` does at boot on a real node. The agent is told
-// the same with --rdma-netns-mode (the overlay; this kernel cannot report
-// it).
+// SetRDMANetnsMode sets the first node's simulated kernel's RDMA netns
+// mode, what `rdma system set netns <mode>` does at boot on a real node.
 func SetRDMANetnsMode(l Layout, mode string) error {
-	if err := netops.NewRecorder(l.RecordStateFile()).SetNetnsMode(mode); err != nil {
+	return setNodeNetnsMode(l.RecordStateFile(), mode)
+}
+
+// setNodeNetnsMode sets a node's simulated kernel's RDMA netns mode; the
+// agent reads it from there as it reads the kernel's on a real node.
+func setNodeNetnsMode(stateFile, mode string) error {
+	if err := netops.NewRecorder(stateFile).SetNetnsMode(mode); err != nil {
 		return fmt.Errorf("simulated RDMA netns mode: %w", err)
 	}
 	return nil

@@ -46,8 +46,13 @@ state = "/run/containerd"
 `, ContainerdSocket, l.binary("runc"), PauseImage)
 }
 
-// kubeletConfig is the node's KubeletConfiguration.
-func kubeletConfig(l Layout) string {
+// kubeletConfig is node n's KubeletConfiguration. Pods resolve through
+// CoreDNS behind the kube-dns Service (clusterDNS) when CoreDNS is built.
+func kubeletConfig(l Layout, n Node, dns bool) string {
+	clusterDNS := ""
+	if dns {
+		clusterDNS = "clusterDNS: [" + DNSServiceIP + "]\n"
+	}
 	return fmt.Sprintf(`apiVersion: kubelet.config.k8s.io/v1beta1
 kind: KubeletConfiguration
 # cgroup v1 (hybrid) on this machine: kubelet >= 1.35 refuses it unless told.
@@ -66,7 +71,7 @@ authentication:
   x509: {clientCAFile: %s}
 authorization: {mode: Webhook}
 clusterDomain: cluster.local
-resolvConf: %s
+%sresolvConf: %s
 podCIDR: %s
 podLogsDir: /var/log/pods
 topologyManagerPolicy: best-effort
@@ -80,13 +85,13 @@ evictionHard:
   imagefs.available: 1%%
   nodefs.inodesFree: 1%%
 maxPods: 110
-`, CgroupRoot, ContainerdSocket, NodeIP, filepath.Join(l.PKI(), "ca.crt"), l.Config("resolv.conf"), PodCIDR)
+`, n.CgroupRoot(), ContainerdSocket, n.IP, filepath.Join(l.PKI(), "ca.crt"), clusterDNS, l.Config("resolv.conf"), n.PodCIDR)
 }
 
 // clusterNetworkConflist is the node's primary network: the upstream bridge
 // and host-local plugins (standing in for Calico/Cilium) and portmap for
 // hostPort.
-func clusterNetworkConflist() string {
+func clusterNetworkConflist(podCIDR string) string {
 	return fmt.Sprintf(`{
   "cniVersion": "1.0.0",
   "name": %q,
@@ -102,16 +107,70 @@ func clusterNetworkConflist() string {
     {"type": "portmap", "capabilities": {"portMappings": true}}
   ]
 }
-`, ClusterNetwork, PodCIDR)
+`, ClusterNetwork, podCIDR)
 }
 
-// writeConfigs writes every config file of the node.
-func writeConfigs(l Layout) error {
+// kubeProxyConfig is node n's KubeProxyConfiguration: iptables mode, and
+// nothing that writes a machine-wide sysctl (conntrack limits stay the
+// kernel's: the node is a network namespace of a shared machine).
+// masqueradeAll: a pod reaching a Service backed by a pod on the same
+// bridge gets its reply through the node, as the bridge has no
+// br_netfilter here.
+func kubeProxyConfig(l Layout, n Node) string {
+	return fmt.Sprintf(`apiVersion: kubeproxy.config.k8s.io/v1alpha1
+kind: KubeProxyConfiguration
+clientConnection:
+  kubeconfig: %s
+mode: iptables
+clusterCIDR: %s
+bindAddress: %s
+healthzBindAddress: 127.0.0.1:10256
+metricsBindAddress: 127.0.0.1:10249
+iptables:
+  masqueradeAll: true
+  localhostNodePorts: false
+  syncPeriod: 10s
+  minSyncPeriod: 1s
+conntrack:
+  maxPerCore: 0
+  min: 0
+  tcpEstablishedTimeout: 0s
+  tcpCloseWaitTimeout: 0s
+`, filepath.Join(l.PKI(), "kube-proxy.kubeconfig"), ClusterCIDR, n.IP)
+}
+
+// corefile serves cluster.local from the API server (CoreDNS's kubernetes
+// plugin) on the first node's address, port 53, behind the kube-dns
+// Service. Nothing is forwarded: the machine has no upstream resolver.
+func corefile(l Layout) string {
+	return fmt.Sprintf(`.:53 {
+    bind %s
+    errors
+    health 127.0.0.1:8180
+    ready 127.0.0.1:8181
+    kubernetes cluster.local in-addr.arpa ip6.arpa {
+        kubeconfig %s
+        pods insecure
+        fallthrough in-addr.arpa ip6.arpa
+        ttl 5
+    }
+    cache 5
+    loadbalance
+}
+`, NodeIP, filepath.Join(l.PKI(), "coredns.kubeconfig"))
+}
+
+// writeConfigs writes every config file of the cluster and its nodes.
+func writeConfigs(l Layout, nodes []Node, dns bool) error {
 	files := map[string]string{
-		l.ContainerdConfig():    containerdConfig(l),
-		l.KubeletConfig():       kubeletConfig(l),
 		l.Config("resolv.conf"): "nameserver " + FabricIP + "\n",
-		filepath.Join(l.Dir, "node/etc/cni/net.d/10-k8s-pod-network.conflist"): clusterNetworkConflist(),
+		l.Config("Corefile"):    corefile(l),
+	}
+	for _, n := range nodes {
+		files[l.NodeConfig(n, "containerd.toml")] = containerdConfig(l)
+		files[l.NodeConfig(n, "kubelet.yaml")] = kubeletConfig(l, n, dns)
+		files[l.NodeConfig(n, "kube-proxy.yaml")] = kubeProxyConfig(l, n)
+		files[l.NodeDir(n, "etc/cni/net.d/10-k8s-pod-network.conflist")] = clusterNetworkConflist(n.PodCIDR)
 	}
 	for p, s := range files {
 		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {

@@ -12,22 +12,22 @@ import (
 	"github.com/rdmanet/rdmanet/internal/sysfs"
 )
 
-// writeDevNodes creates the node's /dev/infiniband: one character device
+// writeDevNodes creates node n's /dev/infiniband: one character device
 // per uverbs/umad/issm device the fixture's RDMA functions declare (with the
 // major:minor its sysfs "dev" file names), and rdma_cm. The supervisor
 // bind-mounts the directory over /dev/infiniband in the node's mount
 // namespace, so the agent's Allocate answer (these paths) can be honoured by
 // containerd. No kernel driver serves these numbers here: opening one in a
 // pod fails, as the machine has no RDMA subsystem.
-func writeDevNodes(l Layout) error {
-	dir := l.path("node/dev/infiniband")
+func writeDevNodes(l Layout, n Node) error {
+	dir := l.NodeDir(n, "dev/infiniband")
 	if err := os.RemoveAll(dir); err != nil {
 		return fmt.Errorf("clear %s: %w", dir, err)
 	}
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return fmt.Errorf("create %s: %w", dir, err)
 	}
-	fs := sysfs.New(l.Sysfs())
+	fs := sysfs.New(l.NodeSysfs(n))
 	bdfs, err := fs.PCIDevices()
 	if err != nil {
 		return fmt.Errorf("fixture PCI devices: %w", err)

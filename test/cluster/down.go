@@ -29,6 +29,11 @@ func Down(ctx context.Context, l Layout, out io.Writer) error {
 	}
 	start := time.Now()
 	ctl := NewControl(l)
+	nodes, nerr := l.readNodes()
+	if nerr != nil {
+		fmt.Fprintf(out, "cluster-down: warning: %v; stopping the first node only, then whatever runs in a cluster namespace\n", nerr)
+		nodes, _ = PlanNodes(1, 0)
+	}
 	if _, err := ctl.Status(ctx); err == nil {
 		if st, err := l.readState(); err == nil {
 			k := l.Kubectl(st)
@@ -41,11 +46,18 @@ func Down(ctx context.Context, l Layout, out io.Writer) error {
 				fmt.Fprintf(out, "cluster-down: warning: %v\n", err)
 			}
 		}
-		fmt.Fprintln(out, "cluster-down: stopping the node")
-		_ = ctl.Shutdown(ctx)
 	}
-	if pid, err := readPID(l.PIDFile()); err == nil {
-		waitExit(pid, 90*time.Second)
+	// The other nodes first, the control plane's last: their kubelets
+	// keep reporting until they stop.
+	for i := len(nodes) - 1; i >= 0; i-- {
+		n := nodes[i]
+		if _, err := NewNodeControl(l, n).Status(ctx); err == nil {
+			fmt.Fprintf(out, "cluster-down: stopping node %s\n", n.Name)
+			_ = NewNodeControl(l, n).Shutdown(ctx)
+		}
+		if pid, err := readPID(l.NodePIDFile(n)); err == nil {
+			waitExit(pid, 90*time.Second)
+		}
 	}
 	for _, p := range l.leftoverProcesses() {
 		fmt.Fprintf(out, "cluster-down: killing leftover %s\n", p)

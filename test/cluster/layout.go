@@ -29,18 +29,21 @@ import (
 
 // Names and addresses of the simulated node.
 const (
-	NodeName   = "rdmanet-node"
-	NodeNetns  = "rdmanet-cluster"        // the node's network namespace
-	WireNetns  = "rdmanet-cluster-fabric" // the other ends of the node's links (the "switch")
-	UplinkDev  = "eno1"                   // the node's management NIC: the fixture's Mgmt PF, carries the default route
-	NodeIP     = "10.250.0.2"
-	FabricIP   = "10.250.0.1"
-	NodeCIDR   = "/24"
-	PodCIDR    = "10.244.0.0/24"
-	ServiceNet = "10.96.0.0/16"
-	ServiceIP  = "10.96.0.1" // the kubernetes Service
-	APIPort    = 6443
-	EtcdPort   = 2379
+	NodeName  = "rdmanet-node"
+	NodeNetns = "rdmanet-cluster"        // the node's network namespace
+	WireNetns = "rdmanet-cluster-fabric" // the other ends of the node's links (the "switch")
+	UplinkDev = "eno1"                   // the node's management NIC: the fixture's Mgmt PF, carries the default route
+	NodeIP    = "10.250.0.2"
+	FabricIP  = "10.250.0.1"
+	NodeCIDR  = "/24"
+	PodCIDR   = "10.244.0.0/24" // the first node's; Node.PodCIDR for any
+	// ClusterCIDR holds every node's pod CIDR (10.244.<i>.0/24).
+	ClusterCIDR  = "10.244.0.0/16"
+	ServiceNet   = "10.96.0.0/16"
+	ServiceIP    = "10.96.0.1"  // the kubernetes Service
+	DNSServiceIP = "10.96.0.10" // kube-system/kube-dns: CoreDNS
+	APIPort      = 6443
+	EtcdPort     = 2379
 
 	ExclusivePF = "enp65s0f0np0"
 	SharedPF    = "ens8f0np0"
@@ -82,8 +85,8 @@ func (l Layout) PKI() string            { return l.path("pki") }
 func (l Layout) Logs() string           { return l.path("logs") }
 func (l Layout) Log(name string) string { return l.path("logs", name+".log") }
 func (l Layout) Etcd() string           { return l.path("etcd") }
-func (l Layout) Sysfs() string          { return l.path("node", "sys") }
-func (l Layout) Bin() string            { return l.path("bin") } // the node's "OS" binaries (kube*, containerd, runc, fake GPU plugin)
+func (l Layout) Sysfs() string          { return l.path("node", "sys") } // the first node's; NodeSysfs for any
+func (l Layout) Bin() string            { return l.path("bin") }         // the node's "OS" binaries (kube*, containerd, runc, fake GPU plugin)
 func (l Layout) Images() string         { return l.path("images") }
 
 // Tools is where hack/build-k8s-tools.sh and hack/build-runtime-tools.sh put
@@ -112,8 +115,8 @@ func fileExists(p string) bool { _, err := os.Stat(p); return err == nil }
 func (l Layout) AdminKubeconfig() string     { return l.path("admin.kubeconfig") }
 func (l Layout) NodeAdminKubeconfig() string { return l.path("pki", "admin-node.kubeconfig") }
 
-func (l Layout) ContainerdConfig() string { return l.path("config", "containerd.toml") }
-func (l Layout) KubeletConfig() string    { return l.path("config", "kubelet.yaml") }
+func (l Layout) ContainerdConfig() string { return l.path("config", "containerd.toml") } // the first node's
+func (l Layout) KubeletConfig() string    { return l.path("config", "kubelet.yaml") }    // the first node's
 func (l Layout) Config(name string) string {
 	return l.path("config", name)
 }
@@ -134,46 +137,48 @@ const ContainerdSocket = "/run/containerd/containerd.sock"
 // each cgroup v1 hierarchy, so cluster-down removes one subtree.
 const CgroupRoot = "/rdmanet-cluster"
 
-// PrivateMount is a node path that the supervisor bind-mounts from the state
-// directory inside its mount namespace: the node's /opt/cni/bin is not the
-// machine's.
+// PrivateMount is a node path that the node's supervisor bind-mounts from
+// the node's state directory inside its mount namespace: the node's
+// /opt/cni/bin is not the machine's, nor another node's.
 type PrivateMount struct {
 	Target string // path as the node's processes see it
-	Source string // relative to Layout.Dir
+	Source string // relative to the node's directory (Layout.NodeDir)
 }
 
 // PrivateMounts are the node's own directories. The targets that the
 // machine lacks are created (empty) by cluster-up and removed by
 // cluster-down.
 var PrivateMounts = []PrivateMount{
-	{"/etc/cni/net.d", "node/etc/cni/net.d"},
-	{"/opt/cni/bin", "node/opt/cni/bin"},
-	{"/var/lib/kubelet", "node/var/lib/kubelet"},
-	{"/var/lib/cni", "node/var/lib/cni"},
-	{"/var/lib/rdmanet", "node/var/lib/rdmanet"},
-	{"/var/lib/containerd", "node/var/lib/containerd"},
-	{"/var/log/pods", "node/var/log/pods"},
-	{"/var/log/containers", "node/var/log/containers"},
-	{"/run/containerd", "node/run/containerd"},
-	{"/run/rdmanet", "node/run/rdmanet"},
-	{"/run/netns", "node/run/netns"},
-	{"/var/run/k8s.cni.cncf.io", "node/run/k8s.cni.cncf.io"},
+	{"/etc/cni/net.d", "etc/cni/net.d"},
+	{"/opt/cni/bin", "opt/cni/bin"},
+	{"/var/lib/kubelet", "var/lib/kubelet"},
+	{"/var/lib/cni", "var/lib/cni"},
+	{"/var/lib/rdmanet", "var/lib/rdmanet"},
+	{"/var/lib/containerd", "var/lib/containerd"},
+	{"/var/log/pods", "var/log/pods"},
+	{"/var/log/containers", "var/log/containers"},
+	{"/run/containerd", "run/containerd"},
+	{"/run/rdmanet", "run/rdmanet"},
+	{"/run/netns", "run/netns"},
+	{"/var/run/k8s.cni.cncf.io", "run/k8s.cni.cncf.io"},
 	// CDI specs of the DRA kubelet plugin, read by containerd (its default
 	// cdi_spec_dirs include /var/run/cdi).
-	{"/run/cdi", "node/run/cdi"},
+	{"/run/cdi", "run/cdi"},
 	// The simulated NICs' sysfs (the overlay points the agent and the
 	// plugins here): a fixed path, so the committed overlay needs no
 	// machine-specific value.
-	{"/var/lib/rdmanet-sim/sys", "node/sys"},
+	{"/var/lib/rdmanet-sim/sys", "sys"},
 	// The RDMA character devices the agent hands to pods (writeDevNodes).
-	{"/dev/infiniband", "node/dev/infiniband"},
+	{"/dev/infiniband", "dev/infiniband"},
 }
 
-// mkdirs creates the state directory tree.
-func (l Layout) mkdirs() error {
+// mkdirs creates the state directory tree of the cluster and its nodes.
+func (l Layout) mkdirs(nodes []Node) error {
 	dirs := []string{l.PKI(), l.Logs(), l.Etcd(), l.Bin(), l.Images(), l.path("config")}
-	for _, m := range PrivateMounts {
-		dirs = append(dirs, l.path(m.Source))
+	for _, n := range nodes {
+		for _, m := range PrivateMounts {
+			dirs = append(dirs, l.NodeDir(n, m.Source))
+		}
 	}
 	for _, d := range dirs {
 		if err := os.MkdirAll(d, 0o755); err != nil {

@@ -46,7 +46,11 @@ func run(m *testing.M) int {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
-	up := exec.Command(bin, "up", "--state-dir", dir, "--repo", repo)
+	nodes := os.Getenv("RDMANET_CLUSTER_NODES")
+	if nodes == "" {
+		nodes = "1"
+	}
+	up := exec.Command(bin, "up", "--state-dir", dir, "--repo", repo, "--nodes", nodes)
 	up.Stdout, up.Stderr = os.Stdout, os.Stderr
 	upErr := up.Run()
 	code := 1
@@ -54,7 +58,7 @@ func run(m *testing.M) int {
 		fmt.Fprintf(os.Stderr, "cluster tier: cluster-up failed: %v\n", upErr)
 	} else if state, err = cluster.ReadState(dir); err != nil {
 		fmt.Fprintln(os.Stderr, err)
-	} else if err := cluster.SetRDMANetnsMode(layout, "exclusive"); err != nil { // the node's mode, whatever a reused cluster was left in
+	} else if err := cluster.SetRDMANetnsMode(layout, cluster.ModeExclusive); err != nil { // the first node's mode, whatever a reused cluster was left in
 		fmt.Fprintln(os.Stderr, err)
 	} else {
 		k = cluster.Kubectl{Path: state.Kubectl, Kubeconfig: state.Kubeconfig}

@@ -6,75 +6,124 @@ import (
 	"strings"
 )
 
-// The node's links, all created inside the two namespaces (never in the
-// machine's own):
+// The cluster's links, all created inside namespaces of its own (never in
+// the machine's). Per node (its namespace ── the fabric namespace):
 //
-//	node netns                                  fabric netns
-//	eno1          10.250.0.2/24 (default route) ── fab-uplink 10.250.0.1/24
-//	enp65s0f0np0  exclusive PF (fixture)        ── fab-expf
-//	enp65s0f0v0.. VF netdevs (fixture VFs)      ── fab-vf0..
-//	ens8f0np0     shared HCA PF, 192.168.2.10   ── fab-shpf
+//	eno1          10.250.0.<2+i>/24 (default route) ── n<k>-up    port of br-mgmt
+//	enp65s0f0np0  exclusive PF (fixture), 10.0.1.<100+i> ── n<k>-expf  port of br-train
+//	enp65s0f0v0.. VF netdevs (fixture VFs)           ── n<k>-vf0.. ports of br-train
+//	ens8f0np0     shared HCA PF, 192.168.2.<10+i>    ── n<k>-shpf  port of br-train
 //	cni0          the bridge network's bridge (made by the bridge plugin)
 //
-// plus one iptables DNAT rule in the node: the kubernetes Service address
-// to the API server (the role kube-proxy plays in a cluster; the node runs
-// no kube-proxy).
-func setupNetwork() error {
+// The fabric namespace holds the two networks that join the nodes:
+//
+//	br-mgmt   10.250.0.1/24: the management network (node uplinks); it routes
+//	          each node's pod CIDR to that node, as the cluster's own CNI would
+//	br-train  the training fabric: one L2 segment, MTU 9000, joining every
+//	          node's PF and VF stand-ins (what the RDMA switch is to net1)
+//
+// Each node also routes the other nodes' pod CIDRs straight to them (same
+// L2), so pod-to-pod traffic between nodes keeps its addresses (the bridge
+// network does not masquerade). Services are kube-proxy's (iptables mode,
+// every node); with no kube-proxy built the first node falls back to one
+// DNAT rule for the kubernetes Service.
+func setupNetwork(nodes []Node, kubeProxy bool) error {
 	steps := [][]string{
-		{"ip", "netns", "add", NodeNetns},
 		{"ip", "netns", "add", WireNetns},
-		{"ip", "-n", NodeNetns, "link", "set", "lo", "up"},
 		{"ip", "-n", WireNetns, "link", "set", "lo", "up"},
+		{"ip", "-n", WireNetns, "link", "add", "br-mgmt", "type", "bridge"},
+		{"ip", "-n", WireNetns, "link", "add", "br-train", "mtu", "9000", "type", "bridge"},
+		{"ip", "-n", WireNetns, "link", "set", "br-mgmt", "up"},
+		{"ip", "-n", WireNetns, "link", "set", "br-train", "up"},
+		{"ip", "-n", WireNetns, "addr", "add", FabricIP + NodeCIDR, "dev", "br-mgmt"},
+		{"ip", "netns", "exec", WireNetns, "sysctl", "-qw", "net.ipv4.ip_forward=1"},
 	}
-	pair := func(node, fab string, mtu string) {
-		steps = append(steps,
-			[]string{"ip", "-n", NodeNetns, "link", "add", node, "mtu", mtu, "type", "veth", "peer", "name", fab, "netns", WireNetns},
-			[]string{"ip", "-n", NodeNetns, "link", "set", node, "up"},
-			[]string{"ip", "-n", WireNetns, "link", "set", fab, "up"},
-		)
+	for _, n := range nodes {
+		steps = append(steps, nodeNetworkSteps(n, nodes, kubeProxy)...)
 	}
-	pair(UplinkDev, "fab-uplink", "1500")
-	pair(ExclusivePF, "fab-expf", "9000")
-	pair(SharedPF, "fab-shpf", "9000")
-	for i := 0; i < NumVFs; i++ {
-		pair(VFNetdev(i), fmt.Sprintf("fab-vf%d", i), "9000")
-	}
-	steps = append(steps,
-		[]string{"ip", "-n", NodeNetns, "addr", "add", NodeIP + NodeCIDR, "dev", UplinkDev},
-		[]string{"ip", "-n", WireNetns, "addr", "add", FabricIP + NodeCIDR, "dev", "fab-uplink"},
-		[]string{"ip", "-n", NodeNetns, "route", "add", "default", "via", FabricIP},
-		[]string{"ip", "-n", NodeNetns, "addr", "add", "192.168.2.10/24", "dev", SharedPF},
-		[]string{"ip", "-n", NodeNetns, "addr", "add", "10.0.1.100/24", "dev", ExclusivePF},
-		[]string{"ip", "netns", "exec", NodeNetns, "iptables", "-t", "nat", "-A", "OUTPUT",
-			"-d", ServiceIP, "-p", "tcp", "--dport", "443", "-j", "DNAT", "--to-destination", fmt.Sprintf("%s:%d", NodeIP, APIPort)},
-		[]string{"ip", "netns", "exec", NodeNetns, "iptables", "-t", "nat", "-A", "PREROUTING",
-			"-d", ServiceIP, "-p", "tcp", "--dport", "443", "-j", "DNAT", "--to-destination", fmt.Sprintf("%s:%d", NodeIP, APIPort)},
-		[]string{"ip", "netns", "exec", NodeNetns, "sysctl", "-qw", "net.ipv4.ip_forward=1"},
-	)
 	for _, s := range steps {
 		if out, err := exec.Command(s[0], s[1:]...).CombinedOutput(); err != nil {
-			return fmt.Errorf("node network: %s: %v: %s", strings.Join(s, " "), err, strings.TrimSpace(string(out)))
+			return fmt.Errorf("cluster network: %s: %v: %s", strings.Join(s, " "), err, strings.TrimSpace(string(out)))
 		}
 	}
 	return nil
 }
 
-// teardownNetwork deletes both namespaces (and with them every link in
-// them). Missing namespaces are fine: down is idempotent.
+// nodeNetworkSteps creates node n's namespace, links, addresses and routes.
+func nodeNetworkSteps(n Node, all []Node, kubeProxy bool) [][]string {
+	steps := [][]string{
+		{"ip", "netns", "add", n.Netns},
+		{"ip", "-n", n.Netns, "link", "set", "lo", "up"},
+	}
+	pair := func(dev, fab, mtu, bridge string) {
+		steps = append(steps,
+			[]string{"ip", "-n", n.Netns, "link", "add", dev, "mtu", mtu, "type", "veth", "peer", "name", fab, "netns", WireNetns},
+			[]string{"ip", "-n", WireNetns, "link", "set", fab, "master", bridge},
+			[]string{"ip", "-n", n.Netns, "link", "set", dev, "up"},
+			[]string{"ip", "-n", WireNetns, "link", "set", fab, "up"},
+		)
+	}
+	pair(UplinkDev, FabricPort(n, "up"), "1500", "br-mgmt")
+	pair(ExclusivePF, FabricPort(n, "expf"), "9000", "br-train")
+	pair(SharedPF, FabricPort(n, "shpf"), "9000", "br-train")
+	for i := 0; i < NumVFs; i++ {
+		pair(VFNetdev(i), FabricPort(n, fmt.Sprintf("vf%d", i)), "9000", "br-train")
+	}
+	steps = append(steps,
+		[]string{"ip", "-n", n.Netns, "addr", "add", n.IP + NodeCIDR, "dev", UplinkDev},
+		[]string{"ip", "-n", n.Netns, "route", "add", "default", "via", FabricIP},
+		[]string{"ip", "-n", n.Netns, "addr", "add", n.SharedPFIP() + "/24", "dev", SharedPF},
+		[]string{"ip", "-n", n.Netns, "addr", "add", n.ExclusivePFIP() + "/24", "dev", ExclusivePF},
+		[]string{"ip", "netns", "exec", n.Netns, "sysctl", "-qw", "net.ipv4.ip_forward=1"},
+		// the fabric's route to the node's pods
+		[]string{"ip", "-n", WireNetns, "route", "add", n.PodCIDR, "via", n.IP},
+	)
+	for _, peer := range all {
+		if peer.Index != n.Index {
+			steps = append(steps, []string{"ip", "-n", n.Netns, "route", "add", peer.PodCIDR, "via", peer.IP})
+		}
+	}
+	if n.ControlPlane() && !kubeProxy {
+		for _, chain := range []string{"OUTPUT", "PREROUTING"} {
+			steps = append(steps, []string{"ip", "netns", "exec", n.Netns, "iptables", "-t", "nat", "-A", chain,
+				"-d", ServiceIP, "-p", "tcp", "--dport", "443", "-j", "DNAT", "--to-destination", fmt.Sprintf("%s:%d", n.IP, APIPort)})
+		}
+	}
+	return steps
+}
+
+// teardownNetwork deletes every namespace of the cluster (and with them
+// every link in them): the nodes' and the fabric's. Missing namespaces are
+// fine: down is idempotent. Node namespaces are found by name, so a state
+// directory that lost its node list still cleans up.
 func teardownNetwork() error {
 	var errs []string
-	for _, n := range []string{NodeNetns, WireNetns} {
-		if !netnsExists(n) {
-			continue
-		}
+	for _, n := range clusterNetns() {
 		if out, err := exec.Command("ip", "netns", "del", n).CombinedOutput(); err != nil {
 			errs = append(errs, fmt.Sprintf("ip netns del %s: %v: %s", n, err, strings.TrimSpace(string(out))))
 		}
 	}
 	if len(errs) > 0 {
-		return fmt.Errorf("node network: %s", strings.Join(errs, "; "))
+		return fmt.Errorf("cluster network: %s", strings.Join(errs, "; "))
 	}
 	return nil
+}
+
+// clusterNetns lists the existing namespaces that belong to a cluster:
+// the fabric's and every node's (NodeNetns, NodeNetns-<k>).
+func clusterNetns() []string {
+	var out []string
+	for _, name := range []string{NodeNetns, WireNetns} {
+		if netnsExists(name) {
+			out = append(out, name)
+		}
+	}
+	for k := 2; k <= MaxNodes; k++ {
+		if name := fmt.Sprintf("%s-%d", NodeNetns, k); netnsExists(name) {
+			out = append(out, name)
+		}
+	}
+	return out
 }
 
 func netnsExists(name string) bool { return fileExists("/run/netns/" + name) }

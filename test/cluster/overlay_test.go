@@ -10,10 +10,17 @@ import (
 
 func TestKubeletConfigForThisMachine(t *testing.T) {
 	l := Layout{Dir: "/state", Repo: "/repo"}
-	cfg := kubeletConfig(l)
-	for _, want := range []string{"failCgroupV1: false", "cgroupRoot: " + CgroupRoot, "containerRuntimeEndpoint: unix://" + ContainerdSocket} {
-		if !bytes.Contains([]byte(cfg), []byte(want)) {
-			t.Errorf("kubelet config lacks %q:\n%s", want, cfg)
+	nodes, err := PlanNodes(3, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range nodes {
+		cfg := kubeletConfig(l, n, true)
+		for _, want := range []string{"failCgroupV1: false", "cgroupRoot: " + CgroupRoot + "/" + n.Name, "containerRuntimeEndpoint: unix://" + ContainerdSocket,
+			"address: " + n.IP, "podCIDR: " + n.PodCIDR, "clusterDNS: [" + DNSServiceIP + "]"} {
+			if !bytes.Contains([]byte(cfg), []byte(want)) {
+				t.Errorf("%s: kubelet config lacks %q:\n%s", n.Name, want, cfg)
+			}
 		}
 	}
 	cd := containerdConfig(l)

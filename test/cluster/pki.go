@@ -23,19 +23,33 @@ type identity struct {
 	orgs []string
 }
 
-var identities = []identity{
-	{"admin", "rdmanet-cluster-admin", []string{"system:masters"}},
-	{"kube-controller-manager", "system:kube-controller-manager", nil},
-	{"kube-scheduler", "system:kube-scheduler", nil},
-	{"kubelet", "system:node:" + NodeName, []string{"system:nodes"}},
-	{"apiserver-kubelet-client", "kube-apiserver-kubelet-client", []string{"system:masters"}},
+// identities are the cluster's: one kubelet identity per node
+// (system:node:<name>, which the Node authorizer scopes to that node),
+// kube-proxy's (system:kube-proxy: the built-in system:node-proxier
+// binding) and CoreDNS's (bound to a read-only role by cluster-up).
+func identities(nodes []Node) []identity {
+	ids := []identity{
+		{"admin", "rdmanet-cluster-admin", []string{"system:masters"}},
+		{"kube-controller-manager", "system:kube-controller-manager", nil},
+		{"kube-scheduler", "system:kube-scheduler", nil},
+		{"apiserver-kubelet-client", "kube-apiserver-kubelet-client", []string{"system:masters"}},
+		{"kube-proxy", "system:kube-proxy", nil},
+		{"coredns", CoreDNSUser, nil},
+	}
+	for _, n := range nodes {
+		ids = append(ids, identity{kubeletIdentity(n), "system:node:" + n.Name, []string{"system:nodes"}})
+	}
+	return ids
 }
+
+// CoreDNSUser is CoreDNS's client certificate's user name.
+const CoreDNSUser = "rdmanet-cluster:coredns"
 
 // writePKI creates the cluster CA, the API server's serving certificate,
 // one client certificate per identity, the service-account key pair, and a
 // kubeconfig per identity (server https://NodeIP:APIPort, i.e. from inside
 // the node). Existing files are kept: a second cluster-up reuses them.
-func writePKI(l Layout) error {
+func writePKI(l Layout, nodes []Node) error {
 	dir := l.PKI()
 	if _, err := os.Stat(filepath.Join(dir, "ca.crt")); err == nil {
 		return nil
@@ -91,7 +105,7 @@ func writePKI(l Layout) error {
 	}); err != nil {
 		return err
 	}
-	for _, id := range identities {
+	for _, id := range identities(nodes) {
 		if err := issue(id.file, &x509.Certificate{
 			Subject:     pkix.Name{CommonName: id.cn, Organization: id.orgs},
 			ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth},

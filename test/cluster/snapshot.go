@@ -165,10 +165,14 @@ func removeCgroups() {
 
 func atoi(s string) int { n, _ := strconv.Atoi(s); return n }
 
-// NodeProcesses lists "pid exe" of every process in the node's network
-// namespace (the node's own processes and its hostNetwork pods).
-func NodeProcesses() []string {
-	f, err := os.Open("/run/netns/" + NodeNetns)
+// NodeProcesses lists "pid exe" of every process in the first node's
+// network namespace (the node's own processes and its hostNetwork pods).
+func NodeProcesses() []string { return NodeProcessesOf(NodeNetns) }
+
+// NodeProcessesOf lists "pid exe" of every process in network namespace
+// netns (a node's).
+func NodeProcessesOf(netns string) []string {
+	f, err := os.Open("/run/netns/" + netns)
 	if err != nil {
 		return nil
 	}
@@ -181,23 +185,30 @@ func NodeProcesses() []string {
 	return out
 }
 
-// createCgroups creates CgroupRoot in every cgroup hierarchy: kubelet
-// refuses a --cgroup-root that does not exist.
-func createCgroups() error {
+// createCgroups creates CgroupRoot and each node's cgroup root below it in
+// every cgroup hierarchy: kubelet refuses a --cgroup-root that does not
+// exist, and two kubelets must not share one.
+func createCgroups(nodes []Node) error {
 	ms, _ := filepath.Glob("/sys/fs/cgroup/*")
 	for _, m := range ms {
 		if st, err := os.Stat(filepath.Join(m, "cgroup.procs")); err != nil || st.IsDir() {
 			continue // not a hierarchy root
 		}
-		if err := os.MkdirAll(m+CgroupRoot, 0o755); err != nil {
-			return fmt.Errorf("create cgroup %s: %w", m+CgroupRoot, err)
+		dirs := []string{CgroupRoot}
+		for _, n := range nodes {
+			dirs = append(dirs, n.CgroupRoot())
 		}
-		// A new cpuset cgroup starts with no CPUs and no memory nodes:
-		// inherit the root's, or nothing can join it.
-		for _, f := range []string{"cpuset.cpus", "cpuset.mems"} {
-			if v, err := os.ReadFile(filepath.Join(m, f)); err == nil {
-				if err := os.WriteFile(filepath.Join(m+CgroupRoot, f), v, 0o644); err != nil {
-					return fmt.Errorf("cgroup %s: %w", filepath.Join(m+CgroupRoot, f), err)
+		for _, d := range dirs {
+			if err := os.MkdirAll(m+d, 0o755); err != nil {
+				return fmt.Errorf("create cgroup %s: %w", m+d, err)
+			}
+			// A new cpuset cgroup starts with no CPUs and no memory
+			// nodes: inherit the root's, or nothing can join it.
+			for _, f := range []string{"cpuset.cpus", "cpuset.mems"} {
+				if v, err := os.ReadFile(filepath.Join(m, f)); err == nil {
+					if err := os.WriteFile(filepath.Join(m+d, f), v, 0o644); err != nil {
+						return fmt.Errorf("cgroup %s: %w", filepath.Join(m+d, f), err)
+					}
 				}
 			}
 		}

@@ -22,13 +22,14 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// Supervisor runs inside the node's private mount namespace (the process
-// was started with CLONE_NEWNS, so "/" is already private) and in the
-// machine's network namespace; it starts the node's processes in the node's
-// network namespace and forwards a port of the machine's loopback to the API
-// server.
+// Supervisor runs one node: inside the node's private mount namespace (the
+// process was started with CLONE_NEWNS, so "/" is already private) and in
+// the machine's network namespace; it starts the node's processes in the
+// node's network namespace. The first node's supervisor also forwards a
+// port of the machine's loopback to the API server.
 type Supervisor struct {
 	l       Layout
+	n       Node
 	node    *netnsHandle
 	log     *slog.Logger
 	fwdAddr string
@@ -48,13 +49,25 @@ type proc struct {
 
 // Supervise sets up the mounts, starts every component in order and serves
 // the control socket until it is told to shut down (or gets SIGTERM).
-func Supervise(ctx context.Context, l Layout, fwdAddr string, log *slog.Logger) error {
-	node, err := openNetns(filepath.Join("/run/netns", NodeNetns))
+func Supervise(ctx context.Context, l Layout, nodeName, fwdAddr string, log *slog.Logger) error {
+	nodes, err := l.readNodes()
 	if err != nil {
 		return err
 	}
-	s := &Supervisor{l: l, node: node, log: log, fwdAddr: fwdAddr, procs: map[string]*proc{}, comps: map[string]component{}}
-	for _, c := range components(l) {
+	n, err := FindNode(nodes, nodeName)
+	if err != nil {
+		return err
+	}
+	node, err := openNetns(filepath.Join("/run/netns", n.Netns))
+	if err != nil {
+		return err
+	}
+	if !n.ControlPlane() {
+		fwdAddr = ""
+	}
+	log = log.With("node", n.Name)
+	s := &Supervisor{l: l, n: n, node: node, log: log, fwdAddr: fwdAddr, procs: map[string]*proc{}, comps: map[string]component{}}
+	for _, c := range components(l, n) {
 		s.comps[c.name] = c
 		s.order = append(s.order, c.name)
 	}
@@ -64,16 +77,19 @@ func Supervise(ctx context.Context, l Layout, fwdAddr string, log *slog.Logger) 
 	ctx, cancel := signal.NotifyContext(ctx, syscall.SIGTERM, syscall.SIGINT)
 	defer cancel()
 
-	lis, err := net.Listen("unix", l.ControlSocket())
+	sock := l.NodeControlSocket(n)
+	lis, err := net.Listen("unix", sock)
 	if err != nil {
-		return fmt.Errorf("control socket %s: %w", l.ControlSocket(), err)
+		return fmt.Errorf("control socket %s: %w", sock, err)
 	}
-	defer os.Remove(l.ControlSocket())
-	fwd, err := net.Listen("tcp", fwdAddr)
-	if err != nil {
-		return fmt.Errorf("API server port on the machine's loopback %s: %w", fwdAddr, err)
+	defer os.Remove(sock)
+	var fwd net.Listener
+	if fwdAddr != "" {
+		if fwd, err = net.Listen("tcp", fwdAddr); err != nil {
+			return fmt.Errorf("API server port on the machine's loopback %s: %w", fwdAddr, err)
+		}
+		go s.forward(ctx, fwd)
 	}
-	go s.forward(ctx, fwd)
 
 	shutdown := make(chan struct{})
 	var once sync.Once
@@ -94,7 +110,9 @@ func Supervise(ctx context.Context, l Layout, fwdAddr string, log *slog.Logger) 
 	case <-ctx.Done():
 	case <-shutdown:
 	}
-	fwd.Close()
+	if fwd != nil {
+		fwd.Close()
+	}
 	s.stopAll()
 	_ = srv.Close()
 	return nil
@@ -106,7 +124,7 @@ func Supervise(ctx context.Context, l Layout, fwdAddr string, log *slog.Logger) 
 // is private to the machine).
 func (s *Supervisor) mountPrivate() error {
 	for _, m := range PrivateMounts {
-		src := s.l.path(m.Source)
+		src := s.l.NodeDir(s.n, m.Source)
 		if err := unix.Mount(src, m.Target, "", unix.MS_BIND, ""); err != nil {
 			return fmt.Errorf("bind mount %s on %s: %w", src, m.Target, err)
 		}
@@ -125,13 +143,13 @@ func (s *Supervisor) start(ctx context.Context, name string) error {
 	}
 	bin := s.l.binary(c.bin)
 	if !fileExists(bin) {
-		if name == "fake-gpu-plugin" {
-			s.log.Warn("fake GPU plugin not built; nvidia.com/gpu not advertised", "path", bin)
+		if c.optional {
+			s.log.Warn("optional component not built; the node runs without it", "component", name, "path", bin)
 			return nil
 		}
 		return fmt.Errorf("%s: binary %s missing; fix: run make cluster-up (it builds the tools)", name, bin)
 	}
-	logf, err := os.OpenFile(s.l.Log(name), os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
+	logf, err := os.OpenFile(s.l.NodeLog(s.n, name), os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
 	if err != nil {
 		return fmt.Errorf("%s log: %w", name, err)
 	}
@@ -170,13 +188,13 @@ func (s *Supervisor) start(ctx context.Context, name string) error {
 		}
 		select {
 		case <-p.done:
-			return fmt.Errorf("%s exited before it was healthy; see %s", name, s.l.Log(name))
+			return fmt.Errorf("%s exited before it was healthy; see %s", name, s.l.NodeLog(s.n, name))
 		case <-ctx.Done():
 			return ctx.Err()
 		case <-time.After(250 * time.Millisecond):
 		}
 		if time.Now().After(deadline) {
-			return fmt.Errorf("%s not healthy after 3m (%s: %v); see %s", name, c.health, err, s.l.Log(name))
+			return fmt.Errorf("%s not healthy after 3m (%s: %v); see %s", name, c.health, err, s.l.NodeLog(s.n, name))
 		}
 	}
 }
@@ -318,13 +336,15 @@ func (s *Supervisor) forward(ctx context.Context, lis net.Listener) {
 
 // Status is the supervisor's view of the node.
 type Status struct {
+	Node       string            `json:"node"`
 	PID        int               `json:"pid"`
 	Forward    string            `json:"forward"`
 	Components []ComponentStatus `json:"components"`
 }
 
 type ComponentStatus struct {
-	Name    string `json:"name"`
+	Name     string `json:"name"`
+	Optional bool   `json:"optional,omitempty"`
 	PID     int    `json:"pid,omitempty"`
 	Running bool   `json:"running"`
 	Ready   bool   `json:"ready"`
@@ -334,9 +354,9 @@ type ComponentStatus struct {
 func (s *Supervisor) status() Status {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	st := Status{PID: os.Getpid(), Forward: s.fwdAddr}
+	st := Status{Node: s.n.Name, PID: os.Getpid(), Forward: s.fwdAddr}
 	for _, name := range s.order {
-		cs := ComponentStatus{Name: name}
+		cs := ComponentStatus{Name: name, Optional: s.comps[name].optional}
 		if p := s.procs[name]; p != nil {
 			select {
 			case <-p.done:

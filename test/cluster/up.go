@@ -20,8 +20,13 @@ import (
 type Options struct {
 	Forward string    // the machine's loopback address forwarded to the API server
 	Out     io.Writer // progress lines
-	GPUs    int       // fixture GPUs served by the fake GPU plugin
-	Install bool      // install rdmanet with kubectl apply -k (false: bare node)
+	GPUs    int       // fixture GPUs per node served by the fake GPU plugin
+	Install bool      // install rdmanet with kubectl apply -k (false: bare nodes)
+	// Nodes is the number of nodes (default 1); SharedNodes how many of
+	// them (the last ones) run the shared RDMA netns mode (default 1 when
+	// there are several nodes, else 0; -1 also means the default).
+	Nodes       int
+	SharedNodes int
 }
 
 // State is what a running cluster recorded for later commands.
@@ -31,6 +36,7 @@ type State struct {
 	Image      string `json:"image"`
 	Kubeconfig string `json:"kubeconfig"`
 	Started    string `json:"started"`
+	Nodes      []Node `json:"nodes"`
 }
 
 func (l Layout) readState() (State, error) {
@@ -87,8 +93,21 @@ func Up(ctx context.Context, l Layout, o Options) (State, error) {
 		}
 		return State{}, fmt.Errorf("%s holds a cluster whose supervisor is not running (stale, started %s); fix: make cluster-down, then make cluster-up", l.Dir, st.Started)
 	}
-	if netnsExists(NodeNetns) || netnsExists(WireNetns) {
-		return State{}, fmt.Errorf("network namespace %s or %s already exists but %s has no cluster; fix: make cluster-down (it removes them)", NodeNetns, WireNetns, l.StateFile())
+	if left := clusterNetns(); len(left) > 0 {
+		return State{}, fmt.Errorf("network namespaces %s already exist but %s has no cluster; fix: make cluster-down (it removes them)", strings.Join(left, ", "), l.StateFile())
+	}
+	if o.Nodes == 0 {
+		o.Nodes = 1
+	}
+	if o.SharedNodes < 0 {
+		o.SharedNodes = 0
+		if o.Nodes > 1 {
+			o.SharedNodes = 1
+		}
+	}
+	nodes, err := PlanNodes(o.Nodes, o.SharedNodes)
+	if err != nil {
+		return State{}, err
 	}
 	for _, tool := range []string{"ip", "iptables"} {
 		if _, err := exec.LookPath(tool); err != nil {
@@ -100,13 +119,15 @@ func Up(ctx context.Context, l Layout, o Options) (State, error) {
 	if err != nil {
 		return State{}, err
 	}
-	if err := l.mkdirs(); err != nil {
+	if err := l.mkdirs(nodes); err != nil {
+		return State{}, err
+	}
+	if err := l.saveNodes(nodes); err != nil {
 		return State{}, err
 	}
 
-	p.begin("building Kubernetes v1.37.2 and containerd/runc into %s (cold: ~10-20 min; cached: seconds)", l.Tools())
-	if err := l.runHost(ctx, o.Out, filepath.Join(l.Repo, "hack/build-k8s-tools.sh"),
-		"etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kubelet"); err != nil {
+	p.begin("building Kubernetes v1.37.2, CoreDNS and containerd/runc into %s (cold: ~10-20 min; cached: seconds)", l.Tools())
+	if err := l.runHost(ctx, o.Out, filepath.Join(l.Repo, "hack/build-k8s-tools.sh"), l.nodeTools()...); err != nil {
 		return State{}, err
 	}
 	if err := l.runHost(ctx, o.Out, filepath.Join(l.Repo, "hack/build-runtime-tools.sh")); err != nil {
@@ -122,7 +143,7 @@ func Up(ctx context.Context, l Layout, o Options) (State, error) {
 	p.done()
 
 	p.begin("building the node's CNI plugins, the fake GPU plugin and the images")
-	if err := l.buildNodeBinaries(ctx, o.Out); err != nil {
+	if err := l.buildNodeBinaries(ctx, o.Out, nodes); err != nil {
 		return State{}, err
 	}
 	images, simRef, err := l.buildImages(ctx, o.Out)
@@ -131,28 +152,22 @@ func Up(ctx context.Context, l Layout, o Options) (State, error) {
 	}
 	p.done()
 
-	p.begin("writing certificates, configs and the sysfs fixture (%d VFs, %d GPUs)", NumVFs, o.GPUs)
-	if err := writePKI(l); err != nil {
+	p.begin("writing certificates, configs and each node's sysfs fixture (%d nodes; %d VFs, %d GPUs each)", len(nodes), NumVFs, o.GPUs)
+	if err := writePKI(l, nodes); err != nil {
 		return State{}, err
 	}
 	if err := writeKubeconfig(l.AdminKubeconfig(), "https://"+o.Forward, filepath.Join(l.PKI(), "ca.crt"),
 		filepath.Join(l.PKI(), "admin.crt"), filepath.Join(l.PKI(), "admin.key")); err != nil {
 		return State{}, err
 	}
-	if err := writeConfigs(l); err != nil {
+	dns := fileExists(l.binary("coredns"))
+	if err := writeConfigs(l, nodes, dns); err != nil {
 		return State{}, err
 	}
-	if err := os.RemoveAll(l.Sysfs()); err != nil {
-		return State{}, fmt.Errorf("clear %s: %w", l.Sysfs(), err)
-	}
-	if err := SetRDMANetnsMode(l, "exclusive"); err != nil {
-		return State{}, err
-	}
-	if _, err := sysfsfixture.NewStandard(l.Sysfs(), sysfsfixture.StandardOptions{RoCEVFs: NumVFs, GPUs: o.GPUs, VFNetdev: VFNetdev}); err != nil {
-		return State{}, fmt.Errorf("sysfs fixture: %w", err)
-	}
-	if err := writeDevNodes(l); err != nil {
-		return State{}, err
+	for _, n := range nodes {
+		if err := l.writeNodeHardware(n, o.GPUs); err != nil {
+			return State{}, err
+		}
 	}
 	for _, m := range PrivateMounts {
 		if !fileExists(m.Target) {
@@ -167,46 +182,62 @@ func Up(ctx context.Context, l Layout, o Options) (State, error) {
 	}
 	p.done()
 
-	p.begin("creating the node's network namespaces %s and %s", NodeNetns, WireNetns)
-	if err := setupNetwork(); err != nil {
+	kubeProxy := fileExists(l.binary("kube-proxy"))
+	p.begin("creating the network namespaces of %d nodes and the fabric %s (kube-proxy: %v, CoreDNS: %v)", len(nodes), WireNetns, kubeProxy, dns)
+	if err := setupNetwork(nodes, kubeProxy); err != nil {
 		_ = teardownNetwork()
 		return State{}, err
 	}
-	if err := createCgroups(); err != nil {
+	if err := createCgroups(nodes); err != nil {
 		return State{}, err
 	}
 	p.done()
 
-	p.begin("starting the node (etcd, kube-apiserver, controller-manager, scheduler, containerd, kubelet)")
-	if err := l.startSupervisor(o.Forward); err != nil {
+	p.begin("starting the control plane and node %s (etcd, kube-apiserver, controller-manager, scheduler, containerd, kubelet)", NodeName)
+	if err := l.startSupervisor(nodes[0], o.Forward); err != nil {
 		return State{}, err
 	}
-	st := State{Forward: o.Forward, Kubectl: kubectl, Image: simRef, Kubeconfig: l.AdminKubeconfig(), Started: time.Now().Format(time.RFC3339)}
+	st := State{Forward: o.Forward, Kubectl: kubectl, Image: simRef, Kubeconfig: l.AdminKubeconfig(), Started: time.Now().Format(time.RFC3339), Nodes: nodes}
 	b, _ := json.MarshalIndent(st, "", "  ")
 	if err := os.WriteFile(l.StateFile(), b, 0o644); err != nil {
 		return st, fmt.Errorf("write %s: %w", l.StateFile(), err)
 	}
-	ctl := NewControl(l)
-	if err := waitComponents(ctx, ctl, "containerd", 5*time.Minute); err != nil {
+	if err := waitComponents(ctx, NewControl(l), "kube-scheduler", 5*time.Minute); err != nil {
 		return st, err
 	}
-	p.done()
-
-	p.begin("importing images into containerd")
-	for _, img := range images {
-		if _, err := ctl.Import(ctx, img); err != nil {
+	k := l.Kubectl(st)
+	if err := l.applyAddons(ctx, k, dns, o.Out); err != nil {
+		return st, err
+	}
+	for _, n := range nodes[1:] {
+		if err := l.startSupervisor(n, o.Forward); err != nil {
 			return st, err
 		}
 	}
 	p.done()
 
-	p.begin("waiting for kubelet and node %s Ready", NodeName)
-	if err := waitComponents(ctx, ctl, "", 5*time.Minute); err != nil {
-		return st, err
+	p.begin("importing images into each node's containerd")
+	for _, n := range nodes {
+		ctl := NewNodeControl(l, n)
+		if err := waitComponents(ctx, ctl, "containerd", 5*time.Minute); err != nil {
+			return st, fmt.Errorf("node %s: %w", n.Name, err)
+		}
+		for _, img := range images {
+			if _, err := ctl.Import(ctx, img); err != nil {
+				return st, fmt.Errorf("node %s: %w", n.Name, err)
+			}
+		}
 	}
-	k := l.Kubectl(st)
-	if err := k.run(ctx, o.Out, "wait", "--for=condition=Ready", "node/"+NodeName, "--timeout=180s"); err != nil {
-		return st, fmt.Errorf("node %s not Ready: %w (see %s)", NodeName, err, l.Log("kubelet"))
+	p.done()
+
+	p.begin("waiting for kubelets and %d nodes Ready", len(nodes))
+	for _, n := range nodes {
+		if err := waitComponents(ctx, NewNodeControl(l, n), "", 5*time.Minute); err != nil {
+			return st, fmt.Errorf("node %s: %w", n.Name, err)
+		}
+		if err := k.run(ctx, o.Out, "wait", "--for=condition=Ready", "node/"+n.Name, "--timeout=180s"); err != nil {
+			return st, fmt.Errorf("node %s not Ready: %w (see %s)", n.Name, err, l.NodeLog(n, "kubelet"))
+		}
 	}
 	p.done()
 
@@ -221,30 +252,57 @@ func Up(ctx context.Context, l Layout, o Options) (State, error) {
 	return st, nil
 }
 
-// startSupervisor starts `rdmanet-cluster supervise` in a new mount
-// namespace and session, detached from the caller.
-func (l Layout) startSupervisor(forward string) error {
+// nodeTools are the tools hack/build-k8s-tools.sh builds for the cluster:
+// kube-proxy and CoreDNS where this checkout has their tool modules.
+func (l Layout) nodeTools() []string {
+	tools := []string{"etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kubelet"}
+	for _, t := range []string{"kube-proxy", "coredns"} {
+		if fileExists(filepath.Join(l.Repo, "hack/tools", t, "go.mod")) {
+			tools = append(tools, t)
+		}
+	}
+	return tools
+}
+
+// writeNodeHardware writes node n's simulated hardware: its sysfs fixture,
+// its /dev/infiniband and its kernel's RDMA netns mode.
+func (l Layout) writeNodeHardware(n Node, gpus int) error {
+	if err := os.RemoveAll(l.NodeSysfs(n)); err != nil {
+		return fmt.Errorf("clear %s: %w", l.NodeSysfs(n), err)
+	}
+	if err := setNodeNetnsMode(l.NodeRecordStateFile(n), n.Mode); err != nil {
+		return fmt.Errorf("node %s: %w", n.Name, err)
+	}
+	if _, err := sysfsfixture.NewStandard(l.NodeSysfs(n), sysfsfixture.StandardOptions{RoCEVFs: NumVFs, GPUs: gpus, VFNetdev: VFNetdev}); err != nil {
+		return fmt.Errorf("node %s: sysfs fixture: %w", n.Name, err)
+	}
+	return writeDevNodes(l, n)
+}
+
+// startSupervisor starts `rdmanet-cluster supervise` for node n in a new
+// mount namespace and session, detached from the caller.
+func (l Layout) startSupervisor(n Node, forward string) error {
 	self, err := os.Executable()
 	if err != nil {
 		return fmt.Errorf("own executable: %w", err)
 	}
-	logf, err := os.OpenFile(l.Log("supervisor"), os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
+	logf, err := os.OpenFile(l.NodeLog(n, "supervisor"), os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
 	if err != nil {
 		return err
 	}
 	defer logf.Close()
-	cmd := exec.Command(self, "supervise", "--state-dir", l.Dir, "--repo", l.Repo, "--forward", forward)
+	cmd := exec.Command(self, "supervise", "--state-dir", l.Dir, "--repo", l.Repo, "--forward", forward, "--node", n.Name)
 	cmd.Stdout, cmd.Stderr = logf, logf
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true, Unshareflags: syscall.CLONE_NEWNS}
 	if err := cmd.Start(); err != nil {
 		return fmt.Errorf("start supervisor: %w", err)
 	}
-	_ = os.WriteFile(l.PIDFile(), []byte(fmt.Sprint(cmd.Process.Pid)), 0o644)
+	_ = os.WriteFile(l.NodePIDFile(n), []byte(fmt.Sprint(cmd.Process.Pid)), 0o644)
 	_ = cmd.Process.Release()
 	deadline := time.Now().Add(30 * time.Second)
-	for !fileExists(l.ControlSocket()) {
+	for !fileExists(l.NodeControlSocket(n)) {
 		if time.Now().After(deadline) {
-			return fmt.Errorf("supervisor did not open %s in 30s; see %s", l.ControlSocket(), l.Log("supervisor"))
+			return fmt.Errorf("node %s: supervisor did not open %s in 30s; see %s", n.Name, l.NodeControlSocket(n), l.NodeLog(n, "supervisor"))
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
@@ -262,7 +320,7 @@ func waitComponents(ctx context.Context, ctl *Control, upTo string, limit time.D
 			var waiting string
 			for _, c := range st.Components {
 				if !c.Ready {
-					if c.Name == "fake-gpu-plugin" && c.PID == 0 {
+					if c.Optional && c.PID == 0 {
 						continue // not built: reported by the supervisor's log
 					}
 					ok, waiting = false, c.Name
@@ -311,10 +369,12 @@ var upstreamCNIPlugins = []string{
 
 // They are static (CGO_ENABLED=0), as upstream releases them: the daemon
 // execs them from inside its container, whose image has no libc.
-func (l Layout) buildNodeBinaries(ctx context.Context, out io.Writer) error {
-	args := append([]string{"build", "-o", l.path("node/opt/cni/bin") + "/"}, upstreamCNIPlugins...)
-	if err := l.runHost(ctx, out, "env", append([]string{"CGO_ENABLED=0", "go"}, args...)...); err != nil {
-		return err
+func (l Layout) buildNodeBinaries(ctx context.Context, out io.Writer, nodes []Node) error {
+	for _, n := range nodes {
+		args := append([]string{"build", "-o", l.NodeDir(n, "opt/cni/bin") + "/"}, upstreamCNIPlugins...)
+		if err := l.runHost(ctx, out, "env", append([]string{"CGO_ENABLED=0", "go"}, args...)...); err != nil {
+			return err
+		}
 	}
 	if fileExists(filepath.Join(l.Repo, "test/cluster/fakegpu/cmd/fake-gpu-plugin")) {
 		if err := l.runHost(ctx, out, "go", "build", "-o", l.Bin()+"/", "./test/cluster/fakegpu/cmd/fake-gpu-plugin"); err != nil {
@@ -351,11 +411,17 @@ func (l Layout) buildImages(ctx context.Context, out io.Writer) ([]string, strin
 }
 
 // ReadState reads the state of the cluster whose state directory is dir.
+// A state from before multi-node clusters names no nodes: it had one.
 func ReadState(dir string) (State, error) {
 	l := Layout{Dir: dir}
 	st, err := l.readState()
 	if err != nil {
 		return st, fmt.Errorf("cluster state in %s: %w", dir, err)
+	}
+	if len(st.Nodes) == 0 {
+		if st.Nodes, err = PlanNodes(1, 0); err != nil {
+			return st, err
+		}
 	}
 	return st, nil
 }

@@ -17,12 +17,13 @@ import (
 const usage = `usage: rdmanet-cluster COMMAND [flags]
 
 Commands:
-  up        build what is missing, start the node, install rdmanet, wait until Ready;
-            prints "export KUBECONFIG=<path>" last. A running cluster is reused.
-  down      delete workloads, uninstall rdmanet, stop the node, check the machine is as before
-  status    the node's processes as the supervisor sees them
-  restart   NAME: restart one part (kubelet, containerd, kube-apiserver, ...)
-  supervise (internal) the node's supervisor; started by up in its own mount namespace
+  up        build what is missing, start the control plane and --nodes nodes, install
+            rdmanet, wait until Ready; prints "export KUBECONFIG=<path>" last.
+            A running cluster is reused.
+  down      delete workloads, uninstall rdmanet, stop every node, check the machine is as before
+  status    each node's processes as its supervisor sees them
+  restart   NAME: restart one part of the first node (kubelet, containerd, kube-apiserver, ...)
+  supervise (internal) one node's supervisor; started by up in its own mount namespace
 
 Flags:
 `
@@ -38,8 +39,11 @@ func main() {
 	stateDir := fs.String("state-dir", filepath.Join(wd, "_output/cluster"), "the cluster's state directory")
 	repo := fs.String("repo", wd, "the rdmanet checkout (tools, images, overlay)")
 	forward := fs.String("forward", cluster.DefaultForward, "the machine's loopback address that forwards to the API server")
-	gpus := fs.Int("gpus", 32, "fixture GPUs served as nvidia.com/gpu by the test-only fake GPU plugin")
-	bare := fs.Bool("bare", false, "up: start the node without installing rdmanet")
+	gpus := fs.Int("gpus", -1, "fixture GPUs per node served as nvidia.com/gpu by the test-only fake GPU plugin (default: 32 on a single node, 8 per node on several, as on an HGX board, so each 8-GPU rank of the seeds' Jobs takes a node)")
+	bare := fs.Bool("bare", false, "up: start the nodes without installing rdmanet")
+	nodes := fs.Int("nodes", 3, fmt.Sprintf("up: number of nodes, 1 to %d; the first also runs the control plane", cluster.MaxNodes))
+	shared := fs.Int("shared-nodes", -1, "up: how many of the nodes (the last ones) run the shared RDMA netns mode; the others the exclusive mode (default: 1 when there are several nodes, else 0)")
+	node := fs.String("node", cluster.NodeName, "supervise: the node this supervisor runs")
 	fs.Usage = func() { fmt.Fprint(fs.Output(), usage); fs.PrintDefaults() }
 	if verb == "-h" || verb == "--help" || verb == "help" {
 		fs.Usage()
@@ -55,7 +59,13 @@ func main() {
 	ctx := context.Background()
 	switch verb {
 	case "up":
-		st, err := cluster.Up(ctx, l, cluster.Options{Forward: *forward, GPUs: *gpus, Install: !*bare})
+		if *gpus < 0 {
+			*gpus = 32
+			if *nodes > 1 {
+				*gpus = 8
+			}
+		}
+		st, err := cluster.Up(ctx, l, cluster.Options{Forward: *forward, GPUs: *gpus, Install: !*bare, Nodes: *nodes, SharedNodes: *shared})
 		if err != nil {
 			fail(fmt.Errorf("%w\n(state kept in %s; logs in %s; make cluster-down cleans up)", err, l.Dir, l.Logs()))
 		}
@@ -65,12 +75,25 @@ func main() {
 			fail(err)
 		}
 	case "status":
-		st, err := cluster.NewControl(l).Status(ctx)
+		ns, err := l.Nodes()
 		if err != nil {
-			fail(fmt.Errorf("no running cluster in %s: %w", l.Dir, err))
+			fail(err)
 		}
-		for _, c := range st.Components {
-			fmt.Printf("%-24s pid=%-7d running=%-5v ready=%-5v since=%s\n", c.Name, c.PID, c.Running, c.Ready, c.Since)
+		down := 0
+		for _, n := range ns {
+			st, err := cluster.NewNodeControl(l, n).Status(ctx)
+			if err != nil {
+				fmt.Printf("%s (%s, %s): supervisor not answering: %v\n", n.Name, n.IP, n.Mode, err)
+				down++
+				continue
+			}
+			fmt.Printf("%s (%s, %s):\n", n.Name, n.IP, n.Mode)
+			for _, c := range st.Components {
+				fmt.Printf("  %-24s pid=%-7d running=%-5v ready=%-5v since=%s\n", c.Name, c.PID, c.Running, c.Ready, c.Since)
+			}
+		}
+		if down > 0 {
+			fail(fmt.Errorf("%d of %d nodes' supervisors not answering in %s", down, len(ns), l.Dir))
 		}
 	case "restart":
 		if fs.NArg() != 1 {
@@ -81,7 +104,7 @@ func main() {
 		}
 	case "supervise":
 		log := slog.New(slog.NewTextHandler(os.Stderr, nil))
-		if err := cluster.Supervise(ctx, l, *forward, log); err != nil {
+		if err := cluster.Supervise(ctx, l, *node, *forward, log); err != nil {
 			log.Error("supervisor failed", "err", err)
 			os.Exit(1)
 		}

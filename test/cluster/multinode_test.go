@@ -1,0 +1,270 @@
+//go:build clustertest
+
+package cluster_test
+
+import (
+	"encoding/json"
+	"fmt"
+	"net"
+	"os/exec"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/rdmanet/rdmanet/test/cluster"
+)
+
+// The cross-node tier (`make test-cluster-multi`): three nodes, the first
+// two exclusive, the third shared; CoreDNS and kube-proxy serve Services.
+func TestMultiNode(t *testing.T) {
+	if len(state.Nodes) < 3 {
+		t.Fatalf("the cross-node scenarios need 3 nodes, the cluster has %d; run: make test-cluster-multi (RDMANET_CLUSTER_NODES=3)", len(state.Nodes))
+	}
+	t.Run("nodes Ready in their modes", testNodesReady)
+	t.Run("cluster DNS and ClusterIP Services from every node", testClusterDNS)
+	t.Run("exclusive seed job: ranks on two nodes, bytes across net1", testExclusiveAcrossNodes)
+}
+
+// testNodesReady: every node is Ready with its mode label, and rdmanet's
+// node pod runs on each.
+func testNodesReady(t *testing.T) {
+	for _, n := range state.Nodes {
+		kubectl(t, "wait", "--for=condition=Ready", "node/"+n.Name, "--timeout=120s")
+		if got := trim(kubectl(t, "get", "node", n.Name, "-o", fmt.Sprintf(`jsonpath={.metadata.labels.%s}`, strings.ReplaceAll(cluster.NodeModeLabel, ".", `\.`)))); got != n.Mode {
+			t.Errorf("node %s: label %s=%q, want %q", n.Name, cluster.NodeModeLabel, got, n.Mode)
+		}
+	}
+	ps := waitRunning(t, "rdmanet-system", "app.kubernetes.io/name=rdmanet-node", len(state.Nodes), 3*time.Minute)
+	on := map[string]bool{}
+	for _, p := range ps {
+		on[p.Spec.NodeName] = true
+	}
+	for _, n := range state.Nodes {
+		if !on[n.Name] {
+			t.Errorf("no rdmanet-node pod on %s (pods on %v)", n.Name, on)
+		}
+	}
+}
+
+// testClusterDNS: a pod on each node resolves the kubernetes Service's name
+// through the kube-dns ClusterIP (CoreDNS behind kube-proxy's rules) and
+// gets its ClusterIP back.
+func testClusterDNS(t *testing.T) {
+	ns := "dns-check"
+	kubectl(t, "create", "ns", ns)
+	cleanupNamespace(t, ns)
+	for _, n := range state.Nodes {
+		pod := "dns-" + n.Name
+		if err := k.Apply(ctx(t, time.Minute), fmt.Sprintf(`apiVersion: v1
+kind: Pod
+metadata: {name: %s, namespace: %s, labels: {app: dns-check}}
+spec:
+  nodeName: %s
+  terminationGracePeriodSeconds: 1
+  containers:
+    - name: c
+      image: %s
+      imagePullPolicy: Never
+      command: ["sh", "-c", "trap 'exit 0' TERM; sleep infinity & wait"]
+`, pod, ns, n.Name, cluster.TestboxImage)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	waitRunning(t, ns, "app=dns-check", len(state.Nodes), 3*time.Minute)
+	for _, n := range state.Nodes {
+		pod := "dns-" + n.Name
+		var out string
+		var err error
+		for deadline := time.Now().Add(time.Minute); ; time.Sleep(2 * time.Second) {
+			out, err = execIn(t, ns, pod, "nslookup", "kubernetes.default.svc.cluster.local")
+			if (err == nil && strings.Contains(out, cluster.ServiceIP)) || time.Now().After(deadline) {
+				break
+			}
+		}
+		if err != nil || !strings.Contains(out, cluster.ServiceIP) {
+			t.Errorf("%s on %s: nslookup kubernetes.default.svc.cluster.local: %v\n%s", pod, n.Name, err, out)
+		}
+		conf, _ := execIn(t, ns, pod, "cat", "/etc/resolv.conf")
+		if !strings.Contains(conf, "nameserver "+cluster.DNSServiceIP) {
+			t.Errorf("%s: resolv.conf does not name the kube-dns ClusterIP %s:\n%s", pod, cluster.DNSServiceIP, conf)
+		}
+	}
+}
+
+// rendezvous is what test/images/rendezvous prints.
+type rendezvous struct {
+	Rank       int      `json:"rank"`
+	MasterIPs  []string `json:"masterIPs"`
+	LocalAddr  string   `json:"localAddr"`
+	PeerAddr   string   `json:"peerAddr"`
+	DataIfname string   `json:"dataIfname"`
+	BulkBytes  int64    `json:"bulkBytes"`
+	BulkMBps   float64  `json:"bulkMBps"`
+	PingPongs  int      `json:"pingPongs"`
+	RTTP50     float64  `json:"rttP50us"`
+	RTTP99     float64  `json:"rttP99us"`
+}
+
+// testExclusiveAcrossNodes runs the seed's exclusive Job unchanged: with 8
+// GPUs per node each 8-GPU rank takes a node, so its two ranks land on the
+// two exclusive nodes. Rank 1 finds rank 0 by the seed's MASTER_ADDR (the
+// headless Service's name) over eth0, they exchange net1 addresses and move
+// bytes over net1; the VF stand-ins' ports on the training fabric count
+// them on both nodes.
+func testExclusiveAcrossNodes(t *testing.T) {
+	applyExample(t, "", "examples/cluster/namespace.yaml")
+	applyExample(t, exclusiveNS, exclusiveFiles...)
+	ps := waitRunning(t, exclusiveNS, exclusiveSel, 2, 4*time.Minute)
+	byRank := map[string]corev1.Pod{}
+	for _, p := range ps {
+		byRank[p.Annotations["batch.kubernetes.io/job-completion-index"]] = p
+	}
+	r0, r1 := byRank["0"], byRank["1"]
+	if r0.Name == "" || r1.Name == "" {
+		t.Fatalf("pods %v: want completion indexes 0 and 1", podNames(ps))
+	}
+	if r0.Spec.NodeName == r1.Spec.NodeName {
+		t.Fatalf("both ranks on %s: the seed's 8-GPU ranks should take a node each", r0.Spec.NodeName)
+	}
+	nodeOf := map[string]cluster.Node{}
+	for _, n := range state.Nodes {
+		nodeOf[n.Name] = n
+	}
+	for _, p := range ps {
+		if m := nodeOf[p.Spec.NodeName].Mode; m != cluster.ModeExclusive {
+			t.Errorf("%s on %s, a %s node", p.Name, p.Spec.NodeName, m)
+		}
+		if out, err := execIn(t, exclusiveNS, p.Name, "ip", "route", "show", "default"); err != nil || !strings.Contains(out, "dev eth0") {
+			t.Errorf("%s: default route not on eth0: %v %q", p.Name, err, out)
+		}
+	}
+	net1 := map[string]string{}
+	_, nadRange, _ := net.ParseCIDR("10.60.0.0/16")
+	_, excluded, _ := net.ParseCIDR("10.60.0.0/24")
+	for _, p := range ps {
+		st := find(waitNetworkStatus(t, exclusiveNS, p.Name), "net1")
+		if st == nil || len(st.IPs) == 0 {
+			t.Fatalf("%s: network-status has no net1 address", p.Name)
+		}
+		ip := net.ParseIP(st.IPs[0])
+		if !nadRange.Contains(ip) || excluded.Contains(ip) {
+			t.Errorf("%s: net1 %s outside the NAD's range 10.60.0.0/16 less 10.60.0.0/24", p.Name, ip)
+		}
+		net1[p.Name] = ip.String()
+	}
+
+	before := fabricCounters(t)
+	const bulk = 64 << 20
+	var wg sync.WaitGroup
+	outs, errs := make([]string, 2), make([]error, 2)
+	for i, p := range []corev1.Pod{r0, r1} {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			outs[i], errs[i] = execIn(t, exclusiveNS, p.Name, "rdmanet-rendezvous", "--bulk-bytes", fmt.Sprint(bulk), "--timeout", "90s")
+		}()
+		if i == 0 {
+			time.Sleep(time.Second) // rank 0 listens first; rank 1 retries anyway
+		}
+	}
+	wg.Wait()
+	var res [2]rendezvous
+	for i := range res {
+		if errs[i] != nil {
+			t.Fatalf("rank %d: %v\n%s", i, errs[i], outs[i])
+		}
+		if err := json.Unmarshal([]byte(trim(outs[i])), &res[i]); err != nil {
+			t.Fatalf("rank %d output %q: %v", i, outs[i], err)
+		}
+	}
+	after := fabricCounters(t)
+	t.Logf("rank 1 on %s -> rank 0 on %s over net1: %d bytes at %.0f MiB/s, ping-pong p50 %.0f us p99 %.0f us",
+		r1.Spec.NodeName, r0.Spec.NodeName, res[1].BulkBytes, res[1].BulkMBps, res[1].RTTP50, res[1].RTTP99)
+
+	if len(res[1].MasterIPs) == 0 || res[1].MasterIPs[0] != r0.Status.PodIP {
+		t.Errorf("rank 1 resolved MASTER_ADDR to %v, want rank 0's eth0 address %s", res[1].MasterIPs, r0.Status.PodIP)
+	}
+	for i, p := range []corev1.Pod{r0, r1} {
+		if res[i].DataIfname != "net1" {
+			t.Errorf("rank %d: data connection on %q, want net1", i, res[i].DataIfname)
+		}
+		if res[i].LocalAddr != net1[p.Name] {
+			t.Errorf("rank %d: net1 address %s, network-status says %s", i, res[i].LocalAddr, net1[p.Name])
+		}
+		if res[i].BulkBytes != bulk {
+			t.Errorf("rank %d: bulk %d bytes, want %d", i, res[i].BulkBytes, bulk)
+		}
+	}
+	if res[0].PeerAddr != net1[r1.Name] || res[1].PeerAddr != net1[r0.Name] {
+		t.Errorf("exchanged addresses %s / %s, want %s / %s", res[0].PeerAddr, res[1].PeerAddr, net1[r1.Name], net1[r0.Name])
+	}
+	// Rank 1 sent the bulk: its node's VF port received it from the pod
+	// (rx on the fabric side) and rank 0's node's VF port sent it to the pod.
+	sent := counterGrowth(before, after, nodeOf[r1.Spec.NodeName], "rx")
+	recv := counterGrowth(before, after, nodeOf[r0.Spec.NodeName], "tx")
+	if sent < bulk || recv < bulk {
+		t.Errorf("training fabric counters: %s's VF ports took %d bytes from its pod, %s's gave %d to its pod; want both >= %d",
+			r1.Spec.NodeName, sent, r0.Spec.NodeName, recv, bulk)
+	}
+	if up := counterGrowth(before, after, nodeOf[r1.Spec.NodeName], "rx-uplink"); up >= bulk {
+		t.Errorf("%s's management uplink took %d bytes: the bulk went over eth0, not net1", r1.Spec.NodeName, up)
+	}
+}
+
+func podNames(ps []corev1.Pod) []string {
+	var out []string
+	for _, p := range ps {
+		out = append(out, p.Name+"@"+p.Spec.NodeName)
+	}
+	return out
+}
+
+// fabricCounters reads every port of the fabric namespace's bridges:
+// name -> {rx_bytes, tx_bytes}.
+func fabricCounters(t *testing.T) map[string][2]int64 {
+	t.Helper()
+	out, err := exec.Command("ip", "-n", cluster.WireNetns, "-j", "-s", "link", "show").Output()
+	if err != nil {
+		t.Fatalf("ip -n %s -j -s link show: %v", cluster.WireNetns, err)
+	}
+	var links []struct {
+		Ifname string `json:"ifname"`
+		Stats  struct {
+			RX struct {
+				Bytes int64 `json:"bytes"`
+			} `json:"rx"`
+			TX struct {
+				Bytes int64 `json:"bytes"`
+			} `json:"tx"`
+		} `json:"stats64"`
+	}
+	if err := json.Unmarshal(out, &links); err != nil {
+		t.Fatalf("fabric link stats: %v", err)
+	}
+	m := map[string][2]int64{}
+	for _, l := range links {
+		m[l.Ifname] = [2]int64{l.Stats.RX.Bytes, l.Stats.TX.Bytes}
+	}
+	return m
+}
+
+// counterGrowth sums how much node n's VF ports' rx (or tx) bytes grew on
+// the fabric side; "rx-uplink" is the node's management uplink's rx.
+func counterGrowth(before, after map[string][2]int64, n cluster.Node, what string) int64 {
+	var sum int64
+	for name, a := range after {
+		b := before[name]
+		switch {
+		case what == "rx-uplink" && name == cluster.FabricPort(n, "up"):
+			sum += a[0] - b[0]
+		case what == "rx" && strings.HasPrefix(name, cluster.FabricPort(n, "vf")):
+			sum += a[0] - b[0]
+		case what == "tx" && strings.HasPrefix(name, cluster.FabricPort(n, "vf")):
+			sum += a[1] - b[1]
+		}
+	}
+	return sum
+}
