@@ -206,7 +206,7 @@ func connect(r *Result, master string, port, dataPort int, bulk int64, pings int
 	// Rank 0 may not be listening yet, and its DNS record appears when
 	// the endpoint controller has seen its pod: retry as torchrun does.
 	for time.Now().Before(deadline) {
-		ips, err := net.LookupHost(master)
+		ips, err := lookupIPv4(master)
 		if err != nil {
 			lastErr = fmt.Errorf("resolve MASTER_ADDR %s: %w", master, err)
 			time.Sleep(500 * time.Millisecond)
@@ -279,6 +279,25 @@ func connect(r *Result, master string, port, dataPort int, bulk int64, pings int
 		r.RTTP99Micros = float64(rtts[len(rtts)*99/100].Microseconds())
 	}
 	return nil
+}
+
+// lookupIPv4 resolves name to its IPv4 addresses (the pod network here is
+// IPv4; "localhost" may list ::1 first).
+func lookupIPv4(name string) ([]string, error) {
+	all, err := net.LookupHost(name)
+	if err != nil {
+		return nil, err
+	}
+	var ips []string
+	for _, a := range all {
+		if ip := net.ParseIP(a); ip != nil && ip.To4() != nil {
+			ips = append(ips, a)
+		}
+	}
+	if len(ips) == 0 {
+		return nil, fmt.Errorf("%s has no IPv4 address (got %v)", name, all)
+	}
+	return ips, nil
 }
 
 // exchange sends this rank's training address and reads the peer's, one
