@@ -432,9 +432,9 @@ func sharedReal(dir string, data []byte) (res dpResult) {
 
 // netResult is a networks annotation's outcome in comparable form.
 type netResult struct {
-	OK       bool
-	Err      string
-	Networks []string // namespace/name@interface ("@" alone: no interface asked)
+	OK       bool     `json:"ok"`
+	Err      string   `json:"-"`
+	Networks []string `json:"networks,omitempty"` // namespace/name@interface ("@" alone: no interface asked)
 }
 
 // multusReal runs Multus' own annotation parser.
