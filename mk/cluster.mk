@@ -17,7 +17,7 @@ SHARED_NODES ?=
 CLUSTER_FLAGS ?= --nodes $(NODES) $(if $(SHARED_NODES),--shared-nodes $(SHARED_NODES))
 CLUSTER_BIN := $(CURDIR)/_output/bin/rdmanet-cluster
 
-.PHONY: cluster-up cluster-down cluster-status test-cluster test-cluster-multi bench-cluster cluster-bin
+.PHONY: cluster-up cluster-down cluster-node-down cluster-node-up cluster-status test-cluster test-cluster-multi bench-cluster cluster-bin
 
 cluster-bin:
 	@mkdir -p $(dir $(CLUSTER_BIN))
@@ -28,6 +28,13 @@ cluster-up: cluster-bin
 
 cluster-down: cluster-bin
 	$(CLUSTER_BIN) down --state-dir $(CLUSTER_DIR) --repo $(CURDIR)
+
+# A node's crash and return (issue 26): NODE=rdmanet-node-2 (any node but the first).
+cluster-node-down: cluster-bin
+	$(CLUSTER_BIN) node-down --state-dir $(CLUSTER_DIR) --repo $(CURDIR) $(NODE)
+
+cluster-node-up: cluster-bin
+	$(CLUSTER_BIN) node-up --state-dir $(CLUSTER_DIR) --repo $(CURDIR) $(NODE)
 
 cluster-status: cluster-bin
 	$(CLUSTER_BIN) status --state-dir $(CLUSTER_DIR) --repo $(CURDIR)

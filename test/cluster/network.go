@@ -49,25 +49,41 @@ func setupNetwork(nodes []Node, kubeProxy bool) error {
 	return nil
 }
 
+// nodeLink is one of a node's veth pairs: its end in the node, its end in
+// the fabric and the fabric bridge that end joins.
+type nodeLink struct{ dev, fab, mtu, bridge string }
+
+// nodeLinks are node n's uplink, PFs and VF stand-ins.
+func nodeLinks(n Node) []nodeLink {
+	links := []nodeLink{
+		{UplinkDev, FabricPort(n, "up"), "1500", "br-mgmt"},
+		{ExclusivePF, FabricPort(n, "expf"), "9000", "br-train"},
+		{SharedPF, FabricPort(n, "shpf"), "9000", "br-train"},
+	}
+	for i := 0; i < NumVFs; i++ {
+		links = append(links, nodeLink{VFNetdev(i), FabricPort(n, fmt.Sprintf("vf%d", i)), "9000", "br-train"})
+	}
+	return links
+}
+
+// linkSteps creates one of node n's veth pairs.
+func linkSteps(n Node, l nodeLink) [][]string {
+	return [][]string{
+		{"ip", "-n", n.Netns, "link", "add", l.dev, "mtu", l.mtu, "type", "veth", "peer", "name", l.fab, "netns", WireNetns},
+		{"ip", "-n", WireNetns, "link", "set", l.fab, "master", l.bridge},
+		{"ip", "-n", n.Netns, "link", "set", l.dev, "up"},
+		{"ip", "-n", WireNetns, "link", "set", l.fab, "up"},
+	}
+}
+
 // nodeNetworkSteps creates node n's namespace, links, addresses and routes.
 func nodeNetworkSteps(n Node, all []Node, kubeProxy bool) [][]string {
 	steps := [][]string{
 		{"ip", "netns", "add", n.Netns},
 		{"ip", "-n", n.Netns, "link", "set", "lo", "up"},
 	}
-	pair := func(dev, fab, mtu, bridge string) {
-		steps = append(steps,
-			[]string{"ip", "-n", n.Netns, "link", "add", dev, "mtu", mtu, "type", "veth", "peer", "name", fab, "netns", WireNetns},
-			[]string{"ip", "-n", WireNetns, "link", "set", fab, "master", bridge},
-			[]string{"ip", "-n", n.Netns, "link", "set", dev, "up"},
-			[]string{"ip", "-n", WireNetns, "link", "set", fab, "up"},
-		)
-	}
-	pair(UplinkDev, FabricPort(n, "up"), "1500", "br-mgmt")
-	pair(ExclusivePF, FabricPort(n, "expf"), "9000", "br-train")
-	pair(SharedPF, FabricPort(n, "shpf"), "9000", "br-train")
-	for i := 0; i < NumVFs; i++ {
-		pair(VFNetdev(i), FabricPort(n, fmt.Sprintf("vf%d", i)), "9000", "br-train")
+	for _, l := range nodeLinks(n) {
+		steps = append(steps, linkSteps(n, l)...)
 	}
 	steps = append(steps,
 		[]string{"ip", "-n", n.Netns, "addr", "add", n.IP + NodeCIDR, "dev", UplinkDev},
@@ -90,6 +106,28 @@ func nodeNetworkSteps(n Node, all []Node, kubeProxy bool) [][]string {
 		}
 	}
 	return steps
+}
+
+// restoreVFLinks recreates the VF stand-ins node n lost: a veth end that
+// was in a pod's network namespace when the node crashed is destroyed with
+// that namespace (a real VF's netdev returns to the host; a veth does not),
+// as a rebooted machine's VFs come back when sriov_numvfs is set at boot.
+// It returns the names it recreated.
+func restoreVFLinks(n Node) ([]string, error) {
+	var made []string
+	for _, l := range nodeLinks(n) {
+		if exec.Command("ip", "-n", n.Netns, "link", "show", "dev", l.dev).Run() == nil {
+			continue
+		}
+		_ = exec.Command("ip", "-n", WireNetns, "link", "del", l.fab).Run() // a dangling peer, if any
+		for _, s := range linkSteps(n, l) {
+			if out, err := exec.Command(s[0], s[1:]...).CombinedOutput(); err != nil {
+				return made, fmt.Errorf("node %s: restore %s: %s: %v: %s", n.Name, l.dev, strings.Join(s, " "), err, strings.TrimSpace(string(out)))
+			}
+		}
+		made = append(made, l.dev)
+	}
+	return made, nil
 }
 
 // teardownNetwork deletes every namespace of the cluster (and with them

@@ -345,10 +345,10 @@ type Status struct {
 type ComponentStatus struct {
 	Name     string `json:"name"`
 	Optional bool   `json:"optional,omitempty"`
-	PID     int    `json:"pid,omitempty"`
-	Running bool   `json:"running"`
-	Ready   bool   `json:"ready"`
-	Since   string `json:"since,omitempty"`
+	PID      int    `json:"pid,omitempty"`
+	Running  bool   `json:"running"`
+	Ready    bool   `json:"ready"`
+	Since    string `json:"since,omitempty"`
 }
 
 func (s *Supervisor) status() Status {

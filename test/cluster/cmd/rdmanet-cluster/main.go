@@ -23,6 +23,8 @@ Commands:
   down      delete workloads, uninstall rdmanet, stop every node, check the machine is as before
   status    each node's processes as its supervisor sees them
   restart   NAME: restart one part of the first node (kubelet, containerd, kube-apiserver, ...)
+  node-down NODE: crash a node (its kubelet, containerd and pods killed, its Node object deleted)
+  node-up   NODE: start a node again after node-down and wait until it is Ready
   supervise (internal) one node's supervisor; started by up in its own mount namespace
 
 Flags:
@@ -100,6 +102,17 @@ func main() {
 			fail(fmt.Errorf("restart needs one component name"))
 		}
 		if err := cluster.NewControl(l).Restart(ctx, fs.Arg(0)); err != nil {
+			fail(err)
+		}
+	case "node-down", "node-up":
+		if fs.NArg() != 1 {
+			fail(fmt.Errorf("%s needs one node name (make cluster-status lists them)", verb))
+		}
+		f := cluster.NodeDown
+		if verb == "node-up" {
+			f = cluster.NodeUp
+		}
+		if err := f(ctx, l, fs.Arg(0), os.Stdout); err != nil {
 			fail(err)
 		}
 	case "supervise":
