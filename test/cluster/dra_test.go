@@ -299,18 +299,7 @@ func setAgentFlag(t *testing.T, flag, res, want string) {
 // waitAllocatable waits until the node's allocatable res is want.
 func waitAllocatable(t *testing.T, res, want string) {
 	t.Helper()
-	deadline := time.Now().Add(2 * time.Minute)
-	path := "jsonpath={.status.allocatable." + strings.ReplaceAll(res, ".", `\.`) + "}"
-	for {
-		got := trim(kubectl(t, "get", "node", cluster.NodeName, "-o", path))
-		if got == want {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("node %s: allocatable %s = %q after 2 minutes, want %s", cluster.NodeName, res, got, want)
-		}
-		time.Sleep(time.Second)
-	}
+	waitAllocatableOn(t, cluster.NodeName, res, want)
 }
 
 // draPods is the seed NAD in ns, a ResourceClaimTemplate for one VF of the

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net"
+	"os"
 	"os/exec"
 	"strings"
 	"sync"
@@ -26,6 +27,7 @@ func TestMultiNode(t *testing.T) {
 	t.Run("nodes Ready in their modes", testNodesReady)
 	t.Run("cluster DNS and ClusterIP Services from every node", testClusterDNS)
 	t.Run("exclusive seed job: ranks on two nodes, bytes across net1", testExclusiveAcrossNodes)
+	t.Run("node loss: addresses freed, pods back elsewhere, node back", testNodeLoss)
 }
 
 // testNodesReady: every node is Ready with its mode label, and rdmanet's
@@ -267,4 +269,209 @@ func counterGrowth(before, after map[string][2]int64, n cluster.Node, what strin
 		}
 	}
 	return sum
+}
+
+const lossNS = "node-loss"
+
+// lossManifest: a NAD of its own over the seed's VF pool and a Deployment
+// of two single-VF pods spread over the exclusive nodes (no GPUs, so the
+// survivor can take both).
+func lossManifest() string {
+	return fmt.Sprintf(`apiVersion: k8s.cni.cncf.io/v1
+kind: NetworkAttachmentDefinition
+metadata:
+  name: loss-net
+  namespace: %[1]s
+  annotations: {k8s.v1.cni.cncf.io/resourceName: example.com/sriov_rdma}
+spec:
+  config: '{"cniVersion": "0.3.1", "name": "loss-net", "plugins": [{"type": "sriov", "ipam": {"type": "whereabouts", "range": "10.61.0.0/24"}}, {"type": "rdma"}]}'
+---
+apiVersion: apps/v1
+kind: Deployment
+metadata: {name: loss, namespace: %[1]s}
+spec:
+  replicas: 2
+  selector: {matchLabels: {app: loss}}
+  template:
+    metadata:
+      labels: {app: loss}
+      annotations: {k8s.v1.cni.cncf.io/networks: loss-net}
+    spec:
+      terminationGracePeriodSeconds: 1
+      nodeSelector: {%[2]s: exclusive}
+      topologySpreadConstraints:
+        - {maxSkew: 1, topologyKey: kubernetes.io/hostname, whenUnsatisfiable: ScheduleAnyway, labelSelector: {matchLabels: {app: loss}}}
+      containers:
+        - name: c
+          image: %[3]s
+          imagePullPolicy: Never
+          command: ["sh", "-c", "trap 'exit 0' TERM; sleep infinity & wait"]
+          securityContext: {capabilities: {add: [IPC_LOCK]}}
+          resources:
+            requests: {example.com/sriov_rdma: "1"}
+            limits: {example.com/sriov_rdma: "1"}
+`, lossNS, cluster.NodeModeLabel, cluster.TestboxImage)
+}
+
+// testNodeLoss crashes the exclusive node (not the control plane's) that
+// runs one of the Deployment's pods: the pod's address is freed once the
+// pod is gone, its replacement runs on the surviving node with a new
+// address, and at no moment do two live pods share an address or (on one
+// node) a VF. Then the node comes back and serves pods again.
+func testNodeLoss(t *testing.T) {
+	kubectl(t, "create", "ns", lossNS)
+	cleanupNamespace(t, lossNS)
+	if err := k.Apply(ctx(t, time.Minute), lossManifest()); err != nil {
+		t.Fatal(err)
+	}
+	ps := waitRunning(t, lossNS, "app=loss", 2, 3*time.Minute)
+	var victim corev1.Pod
+	for _, p := range ps {
+		if p.Spec.NodeName != cluster.NodeName {
+			victim = p
+		}
+	}
+	if victim.Name == "" {
+		t.Fatalf("both pods on %s (%v): the spread should put one on the other exclusive node", cluster.NodeName, podNames(ps))
+	}
+	lost := victim.Spec.NodeName
+	lostIP := find(waitNetworkStatus(t, lossNS, victim.Name), "net1").IPs[0]
+	t.Cleanup(func() { // the node back whatever happened, for what follows
+		if _, err := k.Output(ctx(t, time.Minute), "get", "node", lost); err != nil {
+			out, err := exec.Command(os.Getenv("RDMANET_CLUSTER_BIN"), "node-up", "--state-dir", layout.Dir, "--repo", layout.Repo, lost).CombinedOutput()
+			if err != nil {
+				t.Errorf("node-up %s: %v\n%s", lost, err, out)
+			}
+		}
+	})
+
+	stop := make(chan struct{})
+	var dup []string
+	var mu sync.Mutex
+	go func() { // at no point two live pods with one address or one VF
+		for {
+			select {
+			case <-stop:
+				return
+			case <-time.After(time.Second):
+			}
+			if d := duplicateHolders(t); len(d) > 0 {
+				mu.Lock()
+				dup = append(dup, d...)
+				mu.Unlock()
+			}
+		}
+	}()
+
+	start := time.Now()
+	out, err := exec.Command(os.Getenv("RDMANET_CLUSTER_BIN"), "node-down", "--state-dir", layout.Dir, "--repo", layout.Repo, lost).CombinedOutput()
+	if err != nil {
+		t.Fatalf("node-down %s: %v\n%s", lost, err, out)
+	}
+	var freedAfter time.Duration
+	for deadline := time.Now().Add(3 * time.Minute); ; time.Sleep(time.Second) {
+		if owner, held := ipamAllocations(t)[lostIP]; !held || owner != lossNS+"/"+victim.Name {
+			freedAfter = time.Since(start)
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s (the lost pod %s's net1) still allocated 3m after %s went down", lostIP, victim.Name, lost)
+		}
+	}
+	back := waitRunning(t, lossNS, "app=loss", 2, 3*time.Minute)
+	backAfter := time.Since(start)
+	close(stop)
+	t.Logf("node %s down: its pod's address %s freed after %.0fs, both replicas Running again after %.0fs", lost, lostIP, freedAfter.Seconds(), backAfter.Seconds())
+	if freedAfter > 60*time.Second {
+		t.Errorf("the lost pod's address was freed after %.0fs, want within 60s", freedAfter.Seconds())
+	}
+	for _, p := range back {
+		if p.Spec.NodeName == lost {
+			t.Errorf("%s on the lost node %s", p.Name, lost)
+		}
+		if p.Name == victim.Name {
+			continue
+		}
+		st := find(waitNetworkStatus(t, lossNS, p.Name), "net1")
+		if st == nil || len(st.IPs) == 0 {
+			t.Errorf("%s: no net1 address", p.Name)
+		}
+	}
+	mu.Lock()
+	if len(dup) > 0 {
+		t.Errorf("two live pods held one address or VF: %v", dup)
+	}
+	mu.Unlock()
+
+	// The node comes back and serves pods again.
+	out, err = exec.Command(os.Getenv("RDMANET_CLUSTER_BIN"), "node-up", "--state-dir", layout.Dir, "--repo", layout.Repo, lost).CombinedOutput()
+	if err != nil {
+		t.Fatalf("node-up %s: %v\n%s", lost, err, out)
+	}
+	waitRunning(t, "rdmanet-system", "app.kubernetes.io/name=rdmanet-node", len(state.Nodes), 3*time.Minute)
+	waitAllocatableOn(t, lost, vfResource, fmt.Sprint(cluster.NumVFs))
+	kubectl(t, "-n", lossNS, "scale", "deployment/loss", "--replicas=3")
+	ps = waitRunning(t, lossNS, "app=loss", 3, 3*time.Minute)
+	onLost := false
+	for _, p := range ps {
+		onLost = onLost || p.Spec.NodeName == lost
+	}
+	if !onLost {
+		t.Errorf("after node-up no pod went to %s: %v", lost, podNames(ps))
+	}
+}
+
+// duplicateHolders lists addresses (net1, from network-status) held by two
+// live pods, and VFs (PCI address on one node) held by two live pods.
+func duplicateHolders(t *testing.T) []string {
+	var list corev1.PodList
+	out, err := k.Output(ctx(t, 30*time.Second), "get", "pods", "-A", "-o", "json")
+	if err != nil || json.Unmarshal([]byte(out), &list) != nil {
+		return nil
+	}
+	ips, vfs := map[string]string{}, map[string]string{}
+	var dup []string
+	for _, p := range list.Items {
+		if p.DeletionTimestamp != nil || p.Status.Phase != corev1.PodRunning {
+			continue
+		}
+		var st []networkStatus
+		if json.Unmarshal([]byte(p.Annotations["k8s.v1.cni.cncf.io/network-status"]), &st) != nil {
+			continue
+		}
+		for _, s := range st {
+			if s.Default {
+				continue
+			}
+			for _, ip := range s.IPs {
+				if o, ok := ips[ip]; ok {
+					dup = append(dup, fmt.Sprintf("%s: %s and %s/%s", ip, o, p.Namespace, p.Name))
+				}
+				ips[ip] = p.Namespace + "/" + p.Name
+			}
+			if s.DeviceInfo != nil && s.DeviceInfo.PCI != nil && s.DeviceInfo.PCI.PCIAddress != "" {
+				key := p.Spec.NodeName + "/" + s.DeviceInfo.PCI.PCIAddress
+				if o, ok := vfs[key]; ok {
+					dup = append(dup, fmt.Sprintf("VF %s: %s and %s/%s", key, o, p.Namespace, p.Name))
+				}
+				vfs[key] = p.Namespace + "/" + p.Name
+			}
+		}
+	}
+	return dup
+}
+
+// waitAllocatableOn waits until node reports resource allocatable = want.
+func waitAllocatableOn(t *testing.T, node, resource, want string) {
+	t.Helper()
+	path := fmt.Sprintf(`jsonpath={.status.allocatable.%s}`, strings.ReplaceAll(resource, ".", `\.`))
+	for deadline := time.Now().Add(3 * time.Minute); ; time.Sleep(time.Second) {
+		got, _ := k.Output(ctx(t, 30*time.Second), "get", "node", node, "-o", path)
+		if trim(got) == want {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("node %s: allocatable %s = %q after 3m, want %s", node, resource, trim(got), want)
+		}
+	}
 }
