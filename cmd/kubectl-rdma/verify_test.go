@@ -152,7 +152,7 @@ func TestVerifyCommand(t *testing.T) {
 			wantOut: []string{"pod      nccl-gid-index      PROBLEM  NCCL_IB_GID_INDEX=1 but the RoCEv2 IPv4 GID is at index 3", "fix: set NCCL_IB_GID_INDEX=3", "PROBLEM: 16 ok, 1 problem"},
 		},
 		{
-			name: "job: both pods, one broken", args: []string{"job/face-trainer", "-n", vt.NS, "-o", "json"}, wantCode: exitFindings, wantCalls: 2,
+			name: "job: both pods, one broken", args: []string{"job/face-trainer", "-n", vt.NS, "-o", "json", "--pairs=false"}, wantCode: exitFindings, wantCalls: 2,
 			wantPods: []string{"face-trainer-0", "face-trainer-1"},
 		},
 		{
@@ -160,7 +160,7 @@ func TestVerifyCommand(t *testing.T) {
 			wantPods: []string{"face-trainer-shared-0"},
 		},
 		{
-			name: "label selector over two pods", args: []string{"-l", "app=face-trainer", "-n", vt.NS}, wantCode: exitFindings, wantCalls: 2,
+			name: "label selector over two pods", args: []string{"-l", "app=face-trainer", "-n", vt.NS, "--pairs=false"}, wantCode: exitFindings, wantCalls: 2,
 			wantOut: []string{"pod ai-training/face-trainer-0", "pod ai-training/face-trainer-1", "PROBLEM over 2 pods"},
 		},
 		{
@@ -168,7 +168,7 @@ func TestVerifyCommand(t *testing.T) {
 			wantOut: []string{"nccl     nccl-log            OK       NCCL used NET/IB"},
 		},
 		{
-			name: "nccl logs: socket fallback", args: []string{"job/face-trainer", "-n", vt.NS, "--nccl-logs"}, wantCode: exitFindings, wantCalls: 2,
+			name: "nccl logs: socket fallback", args: []string{"job/face-trainer", "-n", vt.NS, "--nccl-logs", "--pairs=false"}, wantCode: exitFindings, wantCalls: 2,
 			wantOut: []string{"nccl     nccl-log            PROBLEM  transport Socket"},
 		},
 		{
@@ -213,8 +213,8 @@ func TestVerifyCommand(t *testing.T) {
 			wantErr: []string{"give one or the other"},
 		},
 		{
-			name: "unknown kind", args: []string{"deployment/x"}, wantCode: exitInput,
-			wantErr: []string{`kind "deployment" is not pod, job or statefulset`},
+			name: "unknown kind", args: []string{"daemonset/x"}, wantCode: exitInput,
+			wantErr: []string{`kind "daemonset" is not pod, job, deploy(ment) or statefulset (sts); fix: write KIND/NAME`},
 		},
 	}
 	for _, tt := range tests {

@@ -58,10 +58,10 @@ func (l ClientLogs) Logs(ctx context.Context, ns, pod, container string) (string
 	return string(b), nil
 }
 
-// Target is what to verify: one pod, the pods of a Job or StatefulSet, or
-// the pods a label selector matches.
+// Target is what to verify: one pod, the pods of a Job, StatefulSet or
+// Deployment, or the pods a label selector matches.
 type Target struct {
-	Kind     string // pod, job, statefulset, selector
+	Kind     string // pod, job, statefulset, deployment, selector
 	Name     string
 	Selector string
 }
@@ -74,7 +74,8 @@ func (t Target) String() string {
 }
 
 // ParseTarget reads the command's arguments: POD, pod/NAME, job/NAME,
-// statefulset/NAME (sts/NAME), or no argument with a label selector.
+// statefulset/NAME (sts/NAME), deployment/NAME (deploy/NAME), or no
+// argument with a label selector.
 func ParseTarget(args []string, selector string) (Target, error) {
 	switch {
 	case len(args) > 1:
@@ -103,8 +104,10 @@ func ParseTarget(args []string, selector string) (Target, error) {
 		return Target{Kind: "job", Name: name}, nil
 	case "statefulset", "statefulsets", "sts", "statefulset.apps":
 		return Target{Kind: "statefulset", Name: name}, nil
+	case "deployment", "deployments", "deploy", "deployment.apps":
+		return Target{Kind: "deployment", Name: name}, nil
 	}
-	return Target{}, fmt.Errorf("verify: %q: kind %q is not pod, job or statefulset", args[0], kind)
+	return Target{}, fmt.Errorf("verify: %q: kind %q is not pod, job, deploy(ment) or statefulset (sts); fix: write KIND/NAME, e.g. job/face-trainer", args[0], kind)
 }
 
 // Gatherer reads the facts of pods from a cluster.
@@ -152,6 +155,16 @@ func (g *Gatherer) Pods(ctx context.Context, ns string, t Target) ([]corev1.Pod,
 		ls, err := metav1.LabelSelectorAsSelector(s.Spec.Selector)
 		if err != nil {
 			return nil, fmt.Errorf("statefulset %s/%s: spec.selector: %w", ns, t.Name, err)
+		}
+		sel = ls.String()
+	case "deployment":
+		d, err := g.Client.AppsV1().Deployments(ns).Get(ctx, t.Name, metav1.GetOptions{})
+		if err != nil {
+			return nil, fmt.Errorf("get deployment %s/%s: %w", ns, t.Name, err)
+		}
+		ls, err := metav1.LabelSelectorAsSelector(d.Spec.Selector)
+		if err != nil {
+			return nil, fmt.Errorf("deployment %s/%s: spec.selector: %w", ns, t.Name, err)
 		}
 		sel = ls.String()
 	case "selector":

@@ -9,10 +9,13 @@ import (
 )
 
 // Result is the outcome over every pod checked:
-// {"pods":[Report...],"summary":{...}}.
+// {"pods":[Report...],"pairs":PairReport,"summary":{...}}; summary.result
+// covers the pairs too.
 type Result struct {
-	Pods    []*Report `json:"pods"`
-	Summary Summary   `json:"summary"`
+	Pods []*Report `json:"pods"`
+	// Pairs is the pair layer (absent when it did not run).
+	Pairs   *PairReport `json:"pairs,omitempty"`
+	Summary Summary     `json:"summary"`
 }
 
 // NewResult sums up the pods' reports.
@@ -87,6 +90,12 @@ func (r *Result) WriteText(w io.Writer, color bool) error {
 	if len(r.Pods) > 1 {
 		s := r.Summary
 		p.Printf("\n%s over %d pods: %d ok, %d problem, %d unknown, %d skip\n", resultWord(p, s.Result), len(r.Pods), s.OK, s.Problem, s.Unknown, s.Skip)
+	}
+	if r.Pairs != nil {
+		if len(r.Pods) > 0 {
+			p.Printf("\n")
+		}
+		writePairs(p, r.Pairs)
 	}
 	return p.Err
 }
