@@ -220,7 +220,7 @@ func PairMembers(pods []corev1.Pod) (members []Member, skipped []string, err err
 		}
 		members = append(members, m)
 	}
-	sort.Slice(members, func(i, j int) bool { return members[i].Pod < members[j].Pod })
+	sort.Slice(members, func(i, j int) bool { return naturalLess(members[i].Pod, members[j].Pod) })
 	for i := range members {
 		members[i].Index = i
 	}
@@ -481,6 +481,7 @@ func AssemblePairs(members []Member, plans map[string]NetPlan, pods map[string]*
 				layer := ""
 				if why := subnetProblem(plans[a.Network], a, b, r, have); why != "" {
 					layer, ev = PairSubnet, append(ev, why)
+					failed[PairSubnet] = a.Network + ": " + why
 				}
 				switch {
 				case !have && o.Err != "":
@@ -494,11 +495,13 @@ func AssemblePairs(members []Member, plans map[string]NetPlan, pods map[string]*
 						layer = PairUnreachable
 					}
 					ev = append(ev, r.Error)
+					failed[PairUnreachable] = a.Network + ": " + r.Error
 				case r.MaxDF < r.WantDF:
 					if layer == "" {
 						layer = PairMTU
 					}
 					ev = append(ev, r.Error)
+					failed[PairMTU] = a.Network + ": " + r.Error
 				default:
 					ev = append(ev, fmt.Sprintf("%s → %s reachable, RTT %dµs, DF %d bytes (MTU %d) echoed", a.IP, b.IP, r.RTTMicros, r.MaxDF, pn.MTU))
 				}
@@ -508,7 +511,6 @@ func AssemblePairs(members []Member, plans map[string]NetPlan, pods map[string]*
 					pn.Status = PairOK
 					if layer != "" {
 						pn.Status = layer
-						failed[layer] = a.Network + ": " + strings.Join(ev, "; ")
 					}
 					pn.Evidence = strings.Join(ev, "; ")
 				}
@@ -653,4 +655,36 @@ func (r *PairReport) Summarise() {
 		s.Result = string(OK)
 	}
 	r.Summary = s
+}
+
+// naturalLess orders names with numbers by value: trainer-2 before
+// trainer-10 (a Job's or StatefulSet's index order).
+func naturalLess(a, b string) bool {
+	for a != "" && b != "" {
+		da, db := digits(a), digits(b)
+		if da > 0 && db > 0 {
+			na, nb := strings.TrimLeft(a[:da], "0"), strings.TrimLeft(b[:db], "0")
+			if len(na) != len(nb) {
+				return len(na) < len(nb)
+			}
+			if na != nb {
+				return na < nb
+			}
+			a, b = a[da:], b[db:]
+			continue
+		}
+		if a[0] != b[0] {
+			return a[0] < b[0]
+		}
+		a, b = a[1:], b[1:]
+	}
+	return len(a) < len(b)
+}
+
+func digits(s string) int {
+	n := 0
+	for n < len(s) && s[n] >= '0' && s[n] <= '9' {
+		n++
+	}
+	return n
 }
