@@ -126,6 +126,7 @@ func TestProbeNetns(t *testing.T) {
 				t.Fatalf("lines = %+v, want a result and done", lines)
 			}
 			r := lines[0].Result
+			t.Logf("client ran %dms: reachable %v, RTT %dµs, max DF %d of %d", lines[1].ElapsedMS, r.Reachable, r.RTTMicros, r.MaxDF, r.WantDF)
 			if r.Reachable != tc.wantReach || r.MaxDF != tc.wantMaxDF && tc.wantReach || r.WantDF != tc.wantWantDF {
 				t.Errorf("reachable %v max DF %d want DF %d, want %v %d %d (error %q)", r.Reachable, r.MaxDF, r.WantDF, tc.wantReach, tc.wantMaxDF, tc.wantWantDF, r.Error)
 			}
