@@ -220,30 +220,39 @@ func matchSriov(node *inventory.Node, f *inventory.Function, s config.SriovSelec
 	if s.IsRdma && !rdmaCapable(node, f) {
 		return false
 	}
-	if len(s.PFNames) > 0 {
-		name := pfNetdev(node, f)
-		ok := false
-		for _, pf := range s.PFNames {
-			if pf.Name != name {
-				continue
-			}
-			if pf.VFs == nil {
-				ok = true
-				break
-			}
-			if f.IsVF {
-				for _, i := range pf.VFs {
-					if i == f.VFIndex {
-						ok = true
-					}
-				}
-			}
-		}
-		if !ok {
-			return false
-		}
+	if len(s.PFNames) > 0 && !matchPFName(s.PFNames, pfNetdev(node, f), f) {
+		return false
 	}
 	return true
+}
+
+// matchPFName matches pfNames as the SR-IOV device plugin does: the PF's
+// netdev name is compared regardless of case (strings.EqualFold), and only
+// the first entry naming the PF decides which of its VFs are selected (the
+// parser already drops later entries of the same PF, with a warning). A
+// function without a PF netdev never matches.
+func matchPFName(pfNames []config.PFName, name string, f *inventory.Function) bool {
+	if name == "" {
+		return false
+	}
+	for _, pf := range pfNames {
+		if !strings.EqualFold(pf.Name, name) {
+			continue
+		}
+		if pf.VFs == nil {
+			return true
+		}
+		if !f.IsVF {
+			return false
+		}
+		for _, i := range pf.VFs {
+			if i == f.VFIndex {
+				return true
+			}
+		}
+		return false
+	}
+	return false
 }
 
 // rdmaCapable: the function has an RDMA device, or it is a VF of an RDMA

@@ -300,3 +300,39 @@ func TestSharedSlotsSpanEveryHCANUMANode(t *testing.T) {
 		t.Fatalf("slot NUMA nodes = %v, want [0 1]", got)
 	}
 }
+
+// TestPFNamesMatchRegardlessOfCase: the SR-IOV device plugin compares a
+// pfNames entry with the PF's netdev name by strings.EqualFold, and the first
+// entry naming the PF decides its VFs (pkg/resources getItem/isSelected).
+func TestPFNamesMatchRegardlessOfCase(t *testing.T) {
+	s, node := discover(t, "exclusive")
+	vf := func(i int) string { return sysfsfixture.VFBDF(s.RoCE.BDF, i) }
+	tests := []struct {
+		name    string
+		pfNames string
+		want    []string // nil: check count only
+		count   int
+	}{
+		{name: "exact name", pfNames: `["enp65s0f0np0"]`, count: 16},
+		{name: "upper case selects every VF", pfNames: `["ENP65S0F0NP0"]`, count: 16},
+		{name: "mixed case with a VF range", pfNames: `["Enp65s0f0np0#0-1,7"]`, want: []string{vf(0), vf(1), vf(7)}, count: 3},
+		{name: "first entry naming the PF in any case decides", pfNames: `["enp65s0f0np0#2","ENP65S0F0NP0#3-5"]`, want: []string{vf(2)}, count: 1},
+		{name: "VF-less PF by upper-case name", pfNames: `["ENS8F0NP0"]`, want: []string{s.Shared.BDF}, count: 1},
+		{name: "another name still does not match", pfNames: `["enp65s0f0np"]`, count: 0},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			pools, err := Build(node, parse(t, `{"resourceList":[{"resourceName":"r","selectors":{"pfNames":`+tc.pfNames+`}}]}`))
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := ids(pools[0])
+			if len(got) != tc.count {
+				t.Fatalf("pfNames %s selected %d devices %v, want %d", tc.pfNames, len(got), got, tc.count)
+			}
+			if tc.want != nil && strings.Join(got, ",") != strings.Join(tc.want, ",") {
+				t.Fatalf("pfNames %s selected %v, want %v", tc.pfNames, got, tc.want)
+			}
+		})
+	}
+}
