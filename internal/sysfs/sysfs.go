@@ -34,10 +34,53 @@ func New(root string) FS {
 	return FS{Root: root}
 }
 
-var bdfRe = regexp.MustCompile(`^[0-9a-fA-F]{4}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7]$`)
+// A PCI domain has at least four hex digits: the kernel prints it %04x, so
+// domains above ffff have more (Intel VMD's 10000:00:00.0, Hyper-V's
+// domains derived from a VMBus instance GUID).
+var (
+	bdfRe        = regexp.MustCompile(`^[0-9a-fA-F]{4,}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7]$`)
+	hostBridgeRe = regexp.MustCompile(`^pci[0-9a-fA-F]{4,}:[0-9a-fA-F]{2}$`)
+)
 
 // ValidBDF reports whether s is a full PCI address (domain:bus:device.function).
 func ValidBDF(s string) bool { return bdfRe.MatchString(s) }
+
+// IsHostBridge reports whether a device directory name is a PCI host
+// bridge (a PCIe root complex), pci<domain>:<bus>, e.g. pci0000:40.
+func IsHostBridge(name string) bool { return hostBridgeRe.MatchString(name) }
+
+// PCIeRootOfPath returns the PCIe root of a PCI function from its device
+// path relative to <root>/devices (ResolvedPath): the outermost directory
+// named like a PCI host bridge, pci<domain>:<bus>. On bare metal that is the
+// path's first component (devices/pci0000:40/0000:40:01.1/0000:41:00.0),
+// the same answer as Kubernetes' deviceattribute helper; below an Intel VMD
+// controller it is the controller's root (devices/pci0000:00/0000:00:0e.0/
+// pci10000:00/10000:00:02.0/10000:01:00.0 gives pci0000:00); on Hyper-V
+// (Azure) VMs, whose PCI buses hang below ACPI and VMBus devices
+// (devices/LNXSYSTM:00/.../VMBUS:01/<guid>/pci7870:00/7870:00:00.0), it is
+// pci7870:00. "" when the path has no host bridge.
+func PCIeRootOfPath(rel string) string {
+	for _, c := range strings.Split(filepath.ToSlash(rel), "/") {
+		if IsHostBridge(c) {
+			return c
+		}
+	}
+	return ""
+}
+
+// PCIeRoot returns the PCIe root of the function bdf (PCIeRootOfPath of its
+// resolved device path); an error naming the function and the path when it
+// has none.
+func (f FS) PCIeRoot(bdf string) (string, error) {
+	rel, err := f.ResolvedPath(bdf)
+	if err != nil {
+		return "", err
+	}
+	if r := PCIeRootOfPath(rel); r != "" {
+		return r, nil
+	}
+	return "", fmt.Errorf("PCI function %s: no PCI host bridge (pci<domain>:<bus>) in its device path devices/%s", bdf, rel)
+}
 
 // PCIDevicePath returns <root>/bus/pci/devices/<bdf>.
 func (f FS) PCIDevicePath(bdf string) string {

@@ -71,10 +71,15 @@ type Function struct {
 	// root port above it (devices/pci0000:00/0000:00:03.0), as virtual
 	// machines place their devices; Upstream is then ignored.
 	OnRootBus bool
-	Netdev   string // "" for none
-	MAC      string // "" generates one
-	MTU      int    // 0 means 1500
-	Oper     string // operstate, default "up"
+	// Parent, when set, is the function's parent directory below devices/,
+	// however deep (pci0000:00/0000:00:0e.0/pci10000:00/10000:00:02.0 behind
+	// an Intel VMD controller, LNXSYSTM:00/.../VMBUS:01/<guid>/pci7870:00 on
+	// Hyper-V); PCIRoot, Upstream and OnRootBus are then ignored.
+	Parent string
+	Netdev string // "" for none
+	MAC    string // "" generates one
+	MTU    int    // 0 means 1500
+	Oper   string // operstate, default "up"
 
 	// RDMA: when RDMADev is set, the function has an RDMA device with one port.
 	RDMADev   string
@@ -134,7 +139,9 @@ func (n *Node) AddFunction(f Function) error {
 		f.LinkLayer = Ethernet
 	}
 	if f.PCIRoot == "" {
-		f.PCIRoot = "pci" + f.BDF[:5] + f.BDF[5:7]
+		// the root of the function's domain and bus: 10000:01:00.0 -> pci10000:01
+		dom, rest, _ := strings.Cut(f.BDF, ":")
+		f.PCIRoot = "pci" + dom + ":" + rest[:2]
 	}
 	if f.Upstream == "" {
 		// root port 01.1 on the root bus: pci0000:40 -> 0000:40:01.1
@@ -144,6 +151,9 @@ func (n *Node) AddFunction(f Function) error {
 		f.Upstream = ""
 	}
 	dir := filepath.Join(n.Root, "devices", f.PCIRoot, f.Upstream, f.BDF)
+	if f.Parent != "" {
+		dir = filepath.Join(n.Root, "devices", f.Parent, f.BDF)
+	}
 	if err := n.writeFunction(dir, f, f.Netdev, f.RDMADev, f.Device, f.Driver); err != nil {
 		return err
 	}
@@ -166,10 +176,11 @@ func (n *Node) AddFunction(f Function) error {
 // VFBDF computes the PCI address of VF i of a PF the way mlx5 lays them out
 // (functions 2.. on the same bus, wrapping into following devices).
 func VFBDF(pf string, i int) string {
-	// pf: dddd:bb:dd.f
-	dom, bus := pf[:4], pf[5:7]
-	dev, _ := strconv.ParseInt(pf[8:10], 16, 32)
-	fn, _ := strconv.ParseInt(pf[11:], 16, 32)
+	// pf: dddd:bb:dd.f, the domain 4 or more hex digits
+	dom, rest, _ := strings.Cut(pf, ":")
+	bus := rest[:2]
+	dev, _ := strconv.ParseInt(rest[3:5], 16, 32)
+	fn, _ := strconv.ParseInt(rest[6:], 16, 32)
 	idx := int(dev)*8 + int(fn) + 2 + i
 	return fmt.Sprintf("%s:%s:%02x.%d", dom, bus, idx/8, idx%8)
 }
