@@ -36,6 +36,7 @@ import (
 	"github.com/rdmanet/rdmanet/internal/deviceplugin"
 	"github.com/rdmanet/rdmanet/internal/deviceplugin/config"
 	"github.com/rdmanet/rdmanet/internal/inventory"
+	"github.com/rdmanet/rdmanet/internal/sysfs"
 )
 
 // DriverName is the DRA driver name of rdmanet's devices: the spec.driver
@@ -122,11 +123,13 @@ type Topology interface {
 // Devices turns the advertised pools of a discovery into DRA devices, in a
 // stable order: pools in configuration order, each pool's devices by PCI
 // address. Pools that are not advertised (nothing selected, wrong RDMA
-// netns mode) contribute nothing. It fails when a device's PCIe root cannot
-// be determined (the device's sysfs link is missing or malformed), naming
-// the device.
-func Devices(node *inventory.Node, pools []*deviceplugin.Pool, topo Topology) ([]resourceapi.Device, error) {
-	var out []resourceapi.Device
+// netns mode) contribute nothing. A device whose PCIe root cannot be
+// determined (its sysfs link is missing, or its device path has no PCI host
+// bridge) is still published, without resource.kubernetes.io/pcieRoot (no
+// constraint on that attribute can then pick it, which is the truth); each
+// such device is one problem, naming the pool, the device and why, for the
+// caller to log.
+func Devices(node *inventory.Node, pools []*deviceplugin.Pool, topo Topology) (devs []resourceapi.Device, problems []error) {
 	for _, p := range pools {
 		if !p.Advertised {
 			continue
@@ -140,9 +143,9 @@ func Devices(node *inventory.Node, pools []*deviceplugin.Pool, topo Topology) ([
 				}
 				dev, err := exclusiveDevice(node, p, d, f, topo)
 				if err != nil {
-					return nil, err
+					problems = append(problems, err)
 				}
-				out = append(out, dev)
+				devs = append(devs, dev)
 			}
 		case config.Shared:
 			for _, h := range p.HCAs {
@@ -152,13 +155,13 @@ func Devices(node *inventory.Node, pools []*deviceplugin.Pool, topo Topology) ([
 				}
 				dev, err := sharedDevice(node, p, h, f, topo)
 				if err != nil {
-					return nil, err
+					problems = append(problems, err)
 				}
-				out = append(out, dev)
+				devs = append(devs, dev)
 			}
 		}
 	}
-	return out, nil
+	return devs, problems
 }
 
 // DeviceName is a device's name in the slice: a DNS label derived from its
@@ -174,9 +177,7 @@ func exclusiveDevice(node *inventory.Node, p *deviceplugin.Pool, d deviceplugin.
 		prefix = "vf"
 	}
 	dev := resourceapi.Device{Name: DeviceName(prefix, f.BDF), Attributes: map[resourceapi.QualifiedName]resourceapi.DeviceAttribute{}}
-	if err := common(dev.Attributes, node, p, f, topo); err != nil {
-		return dev, err
-	}
+	rootErr := common(dev.Attributes, node, p, f, topo)
 	pf := f
 	if f.IsVF {
 		dev.Attributes[AttrVFIndex] = intAttr(f.VFIndex)
@@ -195,14 +196,12 @@ func exclusiveDevice(node *inventory.Node, p *deviceplugin.Pool, d deviceplugin.
 	}
 	setString(dev.Attributes, AttrFirmware, fw)
 	dev.Taints = taints(d.Health)
-	return dev, nil
+	return dev, rootErr
 }
 
 func sharedDevice(node *inventory.Node, p *deviceplugin.Pool, h deviceplugin.HCA, f *inventory.Function, topo Topology) (resourceapi.Device, error) {
 	dev := resourceapi.Device{Name: DeviceName("hca", f.BDF), Attributes: map[resourceapi.QualifiedName]resourceapi.DeviceAttribute{}}
-	if err := common(dev.Attributes, node, p, f, topo); err != nil {
-		return dev, err
-	}
+	rootErr := common(dev.Attributes, node, p, f, topo)
 	setString(dev.Attributes, AttrPFPCIAddress, f.BDF)
 	setString(dev.Attributes, AttrPFName, f.Netdev())
 	if ib := f.RDMAName(); ib != "" {
@@ -218,16 +217,19 @@ func sharedDevice(node *inventory.Node, p *deviceplugin.Pool, h deviceplugin.HCA
 		},
 	}
 	dev.Taints = taints(h.Health)
-	return dev, nil
+	return dev, rootErr
 }
 
-// common sets the attributes every device has.
+// common sets the attributes every device has. It sets all it can, and
+// returns an error naming pool, device and attribute when the PCIe root
+// cannot be determined (the device then has no AttrPCIeRoot).
 func common(a map[resourceapi.QualifiedName]resourceapi.DeviceAttribute, node *inventory.Node, p *deviceplugin.Pool, f *inventory.Function, topo Topology) error {
-	root, err := topo.PCIeRoot(f.BDF)
-	if err != nil {
-		return fmt.Errorf("pool %s: device %s: %s: %w", p.Resource, f.BDF, AttrPCIeRoot, err)
+	root, rootErr := topo.PCIeRoot(f.BDF)
+	if rootErr != nil {
+		rootErr = fmt.Errorf("pool %s: device %s: published without %s: %w", p.Resource, f.BDF, AttrPCIeRoot, rootErr)
+	} else {
+		setString(a, AttrPCIeRoot, root)
 	}
-	setString(a, AttrPCIeRoot, root)
 	// The standard helper refuses a negative node (no NUMA affinity): such
 	// a device publishes no numaNode, so it never matches another by it.
 	if numa, err := deviceattribute.GetNUMANodeAttribute(f.NUMA, deviceattribute.ScalarAttribute); err == nil {
@@ -235,6 +237,9 @@ func common(a map[resourceapi.QualifiedName]resourceapi.DeviceAttribute, node *i
 	}
 	if bus, err := deviceattribute.GetPCIBusIDAttribute(f.BDF); err == nil {
 		a[bus.Name] = bus.Value
+	} else if sysfs.ValidBDF(f.BDF) {
+		// the helper knows 4-digit domains only; VMD's 10000:01:00.0 is as real
+		setString(a, AttrPCIBusID, f.BDF)
 	}
 	setString(a, AttrKind, p.Kind)
 	setString(a, AttrLinkLayer, linkLayer(f.LinkLayer))
@@ -245,7 +250,7 @@ func common(a map[resourceapi.QualifiedName]resourceapi.DeviceAttribute, node *i
 	setString(a, AttrPCIDevice, f.Device)
 	setString(a, AttrMultusDeviceID, f.BDF)
 	setString(a, AttrMultusResourceName, p.Resource)
-	return nil
+	return rootErr
 }
 
 func linkLayer(ll string) string {

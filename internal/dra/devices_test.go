@@ -57,9 +57,9 @@ func build(t *testing.T, root, netns, cfg string) []resourceapi.Device {
 	if err != nil {
 		t.Fatal(err)
 	}
-	devs, err := Devices(node, pools, NewSysfsTopology(root))
-	if err != nil {
-		t.Fatal(err)
+	devs, problems := Devices(node, pools, NewSysfsTopology(root))
+	if problems != nil {
+		t.Fatal(problems)
 	}
 	return devs
 }
@@ -386,9 +386,10 @@ func TestPCIeRootMatchesGPUs(t *testing.T) {
 	}
 }
 
-// TestDevicesRootUnresolvable: a function whose sysfs link vanished after
-// discovery fails the build with an error naming the pool, the device and
-// the attribute.
+// TestDevicesRootUnresolvable: a device whose PCIe root cannot be
+// determined (its bus/pci/devices link gone) is published without the
+// pcieRoot attribute, with a problem naming the pool, the device and the
+// attribute; the other devices keep theirs.
 func TestDevicesRootUnresolvable(t *testing.T) {
 	s := fixture(t)
 	specs, err := config.Parse("pools.json", []byte(cfgExclusive))
@@ -407,14 +408,31 @@ func TestDevicesRootUnresolvable(t *testing.T) {
 	if err := os.Remove(filepath.Join(s.Root, "bus/pci/devices", vf)); err != nil {
 		t.Fatal(err)
 	}
-	_, err = Devices(node, pools, NewSysfsTopology(s.Root))
-	if err == nil {
-		t.Fatal("no error for a VF without its bus/pci/devices link")
+	devs, problems := Devices(node, pools, NewSysfsTopology(s.Root))
+	if len(problems) != 1 {
+		t.Fatalf("problems = %v, want one for %s", problems, vf)
 	}
 	for _, w := range []string{"example.com/sriov_rdma", vf, "resource.kubernetes.io/pcieRoot", s.Root} {
-		if !strings.Contains(err.Error(), w) {
-			t.Errorf("error %q does not name %s", err, w)
+		if !strings.Contains(problems[0].Error(), w) {
+			t.Errorf("problem %q does not name %s", problems[0], w)
 		}
+	}
+	rooted := 0
+	for _, d := range devs {
+		_, has := d.Attributes[AttrPCIeRoot]
+		if d.Name == DeviceName("vf", vf) {
+			if has {
+				t.Errorf("%s published with a pcieRoot", d.Name)
+			}
+			continue
+		}
+		if !has {
+			t.Errorf("%s lost its pcieRoot", d.Name)
+		}
+		rooted++
+	}
+	if rooted == 0 || rooted != len(devs)-1 {
+		t.Errorf("%d of %d devices have a pcieRoot, want all but %s", rooted, len(devs), vf)
 	}
 }
 

@@ -59,11 +59,13 @@ type Publisher struct {
 	base []resourceapi.Device // the last snapshot's devices, without in-use taints
 	// inUse: device-plugin holders, "resource\x00deviceID" -> pod (nil
 	// until InUse first answered)
-	inUse   map[string]string
-	last    []resourceapi.Device // what was published: base with in-use taints
-	have    bool                 // last was published (an empty list counts)
-	err     error
-	pollErr string // the last InUse error logged
+	inUse map[string]string
+	last  []resourceapi.Device // what was published: base with in-use taints
+	have  bool                 // last was published (an empty list counts)
+	// unrooted: the problems of devices published without a PCIe root,
+	// each logged once while it lasts
+	unrooted map[string]bool
+	pollErr  string // the last InUse error logged
 }
 
 // NewPublisher validates the options; nothing is published before Start
@@ -178,11 +180,11 @@ func attrString(d resourceapi.Device, name resourceapi.QualifiedName) string {
 // Update publishes the devices of a snapshot when they differ from what
 // was published last. It does not block on the API server (the controller
 // syncs in the background), so the agent may call it under its lock. A
-// snapshot whose devices cannot be built (a device's PCIe root cannot be
-// resolved: it vanished while being scanned) keeps the previous slices and
-// returns the error; the next rescan publishes again.
+// device whose PCIe root cannot be determined is published without
+// resource.kubernetes.io/pcieRoot, and logged (once, while it lasts), so
+// one odd function never keeps the node's other devices from DRA.
 func (p *Publisher) Update(node *inventory.Node, pools []*deviceplugin.Pool) error {
-	devs, err := Devices(node, pools, p.o.Topology)
+	devs, problems := Devices(node, pools, p.o.Topology)
 	if t, ok := p.o.Topology.(*SysfsTopology); ok {
 		keep := map[string]bool{}
 		for _, f := range node.Functions {
@@ -192,14 +194,14 @@ func (p *Publisher) Update(node *inventory.Node, pools []*deviceplugin.Pool) err
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if err != nil {
-		if p.err == nil || p.err.Error() != err.Error() {
-			p.log.Error("DRA devices not published; keeping the previous ResourceSlices", "err", err)
+	now := map[string]bool{}
+	for _, err := range problems {
+		now[err.Error()] = true
+		if !p.unrooted[err.Error()] {
+			p.log.Warn("DRA device published without its PCIe root; claims that align devices on "+string(AttrPCIeRoot)+" will not pick it", "err", err)
 		}
-		p.err = err
-		return err
 	}
-	p.err = nil
+	p.unrooted = now
 	p.base = devs
 	return p.publishLocked()
 }

@@ -14,7 +14,13 @@ import (
 // root comes from Kubernetes' standard helper
 // (deviceattribute.GetPCIeRootAttributeByPCIBusID), pointed at Root with
 // its WithFSFromRoot option, so rdmanet's pcieRoot is by construction the
-// value GPU drivers using the same helper publish. Roots are remembered per
+// value GPU drivers using the same helper publish. Where the helper gives
+// no answer, the outermost PCI host bridge of the function's device path is
+// the root (sysfs.PCIeRootOfPath): a domain of more than four hex digits
+// (Intel VMD's 10000:01:00.0), which the helper refuses, and Hyper-V/Azure
+// VMs, whose host bridge pci7870:00 sits below ACPI and VMBus devices
+// (devices/LNXSYSTM:00/.../VMBUS:01/<guid>/pci7870:00/7870:00:00.0) where
+// the helper wants devices/pci*. Roots are remembered per
 // PCI address (a function does not move while it exists), so a health
 // refresh costs no sysfs reads.
 type SysfsTopology struct {
@@ -40,14 +46,19 @@ func (t *SysfsTopology) PCIeRoot(bdf string) (string, error) {
 		return r, nil
 	}
 	a, err := deviceattribute.GetPCIeRootAttributeByPCIBusID(bdf, deviceattribute.WithFSFromRoot(t.Root))
-	if err != nil {
-		return "", fmt.Errorf("sysfs %s: %w", t.Root, err)
+	if err == nil && a.Value.StringValue != nil && sysfs.IsHostBridge(*a.Value.StringValue) {
+		t.roots[bdf] = *a.Value.StringValue
+		return *a.Value.StringValue, nil
 	}
-	if a.Value.StringValue == nil {
-		return "", fmt.Errorf("sysfs %s: no PCIe root for %s", t.Root, bdf)
+	root, ferr := sysfs.New(t.Root).PCIeRoot(bdf)
+	if ferr != nil {
+		if err == nil {
+			err = fmt.Errorf("no PCIe root for %s", bdf)
+		}
+		return "", fmt.Errorf("sysfs %s: %w (and walking the device path: %w)", t.Root, err, ferr)
 	}
-	t.roots[bdf] = *a.Value.StringValue
-	return *a.Value.StringValue, nil
+	t.roots[bdf] = root
+	return root, nil
 }
 
 // Forget drops remembered roots of functions that are gone (keep lists

@@ -126,16 +126,16 @@ type RDMADevice struct {
 
 // Function is one PCI network function.
 type Function struct {
-	BDF       string       `json:"pci"`
-	Vendor    string       `json:"vendor"`
-	Device    string       `json:"device"`
-	Driver    string       `json:"driver,omitempty"`
-	IsVF      bool         `json:"is_vf,omitempty"`
-	PF        string       `json:"pf,omitempty"` // PF address of a VF
-	VFIndex   int          `json:"vf_index,omitempty"`
-	TotalVFs  int          `json:"sriov_totalvfs,omitempty"`
-	NumVFs    int          `json:"sriov_numvfs,omitempty"`
-	VFs       []string     `json:"vfs,omitempty"`
+	BDF      string   `json:"pci"`
+	Vendor   string   `json:"vendor"`
+	Device   string   `json:"device"`
+	Driver   string   `json:"driver,omitempty"`
+	IsVF     bool     `json:"is_vf,omitempty"`
+	PF       string   `json:"pf,omitempty"` // PF address of a VF
+	VFIndex  int      `json:"vf_index,omitempty"`
+	TotalVFs int      `json:"sriov_totalvfs,omitempty"`
+	NumVFs   int      `json:"sriov_numvfs,omitempty"`
+	VFs      []string `json:"vfs,omitempty"`
 	// Netdevs are the function's own netdevs: those in its sysfs directory
 	// and, for a virtio-pci function, its virtio device's (a cloud VM's
 	// devices/pci0000:00/0000:00:03.0/virtio2/net/eth0).
@@ -144,14 +144,14 @@ type Function struct {
 	// (an mlx5 sub-function's, another auxiliary device's): not the
 	// function's to hand out, but on its hardware, so one carrying the
 	// default route keeps the function from being handed out.
-	SubNetdevs []SubNetdev `json:"sub_netdevs,omitempty"`
-	OperState string       `json:"operstate,omitempty"` // of the first netdev; "" when not visible
-	AdminUp   bool         `json:"admin_up,omitempty"`  // IFF_UP of the first netdev
-	LinkLayer string       `json:"link_layer,omitempty"`
-	RDMA      []RDMADevice `json:"rdma,omitempty"`
-	NUMA      int          `json:"numa"`
-	PCIRoot   string       `json:"pci_root,omitempty"`   // pci0000:40
-	Upstream  string       `json:"pci_parent,omitempty"` // upstream bridge / switch port
+	SubNetdevs []SubNetdev  `json:"sub_netdevs,omitempty"`
+	OperState  string       `json:"operstate,omitempty"` // of the first netdev; "" when not visible
+	AdminUp    bool         `json:"admin_up,omitempty"`  // IFF_UP of the first netdev
+	LinkLayer  string       `json:"link_layer,omitempty"`
+	RDMA       []RDMADevice `json:"rdma,omitempty"`
+	NUMA       int          `json:"numa"`
+	PCIRoot    string       `json:"pci_root,omitempty"`   // pci0000:40
+	Upstream   string       `json:"pci_parent,omitempty"` // upstream bridge / switch port
 	// DefaultRoute is set when one of the netdevs carries the node's default
 	// route: the route's own device, or a device under it (a bond's slave,
 	// a VLAN's parent, a bridge's port, recursively).
@@ -397,7 +397,9 @@ func readFunction(fs sysfs.FS, bdf string, rdma []string, vfIndex func(pf, vf st
 	}
 	if rel, err := fs.ResolvedPath(bdf); err == nil {
 		parts := strings.Split(rel, string(filepath.Separator))
-		f.PCIRoot = parts[0]
+		// the outermost PCI host bridge, not the path's first component:
+		// on Hyper-V VMs that is an ACPI device (LNXSYSTM:00)
+		f.PCIRoot = sysfs.PCIeRootOfPath(rel)
 		if len(parts) >= 2 {
 			f.Upstream = parts[len(parts)-2]
 		}

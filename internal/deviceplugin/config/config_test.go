@@ -308,3 +308,27 @@ func FuzzParse(f *testing.F) {
 		}
 	})
 }
+
+func TestPCIAddressesOfLongDomainsNeverWarn(t *testing.T) {
+	tests := []struct {
+		name string
+		addr string
+		warn bool
+	}{
+		{name: "four-digit domain", addr: "0000:41:00.2"},
+		{name: "Intel VMD five-digit domain", addr: "10000:01:00.2"},
+		{name: "Hyper-V domain", addr: "7870:00:00.0"},
+		{name: "no domain", addr: "41:00.2", warn: true},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			f, err := ParseFile("x.json", []byte(`{"resourceList":[{"resourceName":"r","selectors":{"pciAddresses":["`+tc.addr+`"],"rootDevices":["`+tc.addr+`"]}}]}`))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := len(f.Warnings) > 0; got != tc.warn {
+				t.Fatalf("pciAddresses/rootDevices %q: warnings %v, want warning %v", tc.addr, f.Warnings, tc.warn)
+			}
+		})
+	}
+}

@@ -363,8 +363,8 @@ func unservedSelector(groups []wireSriovSelector) (string, string) {
 
 var (
 	hexIDRe = regexp.MustCompile(`^[0-9a-f]{4}$`)
-	bdfRe   = regexp.MustCompile(`^[0-9a-f]{4}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]$`)
-	anyBDF  = regexp.MustCompile(`^(?i)([0-9a-f]{4}:)?[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]$`)
+	bdfRe   = regexp.MustCompile(`^[0-9a-f]{4,}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]$`)
+	anyBDF  = regexp.MustCompile(`^(?i)([0-9a-f]{4,}:)?[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]$`)
 )
 
 // convertSriovSelector keeps every value verbatim, as upstream compares it,
