@@ -107,17 +107,18 @@ Flags:
 	o.Logger = log
 
 	if *once {
-		specs, err := agent.LoadConfig(o.ConfigPaths)
+		cfg, err := agent.LoadConfigFiles(o.ConfigPaths)
 		if err != nil {
 			fmt.Fprintf(os.Stderr, "rdmanet-agent: %v\n", err)
 			return 1
 		}
-		snap, err := agent.Discover(o, specs)
+		snap, err := agent.Discover(o, cfg.Pools)
 		if err != nil {
 			fmt.Fprintf(os.Stderr, "rdmanet-agent: %v\n", err)
 			return 1
 		}
 		rep := agent.NewReport(snap)
+		rep.AddConfig(cfg)
 		if *output == "json" {
 			err = rep.WriteJSON(os.Stdout)
 		} else {

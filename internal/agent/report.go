@@ -14,7 +14,18 @@ import (
 // Report is the --once output: what a configuration selects on this node.
 type Report struct {
 	Pools []*deviceplugin.Pool `json:"pools"`
-	Node  NodeReport           `json:"node"`
+	// SkippedPools are pools of the configuration rdmanet does not serve;
+	// ConfigWarnings what the configuration files were read with
+	// (AddConfig).
+	SkippedPools   []SkippedPool   `json:"skipped_pools"`
+	ConfigWarnings []ConfigWarning `json:"config_warnings"`
+	Node           NodeReport      `json:"node"`
+}
+
+// AddConfig adds the configuration's skipped pools and warnings.
+func (r *Report) AddConfig(c *Config) {
+	r.SkippedPools = append(r.SkippedPools, c.Skipped...)
+	r.ConfigWarnings = append(r.ConfigWarnings, c.Warnings...)
 }
 
 // NodeReport summarises the node.
@@ -38,6 +49,7 @@ func NewReport(s *Snapshot) Report {
 	if r.Pools == nil {
 		r.Pools = []*deviceplugin.Pool{}
 	}
+	r.SkippedPools, r.ConfigWarnings = []SkippedPool{}, []ConfigWarning{}
 	if r.Node.Problems == nil {
 		r.Node.Problems = []string{}
 	}
@@ -70,6 +82,12 @@ func (r Report) WriteText(w io.Writer) error {
 	}
 	for _, p := range r.Node.Problems {
 		fmt.Fprintf(w, "  ! %s\n", p)
+	}
+	for _, c := range r.ConfigWarnings {
+		fmt.Fprintf(w, "config warning: %s\n", c.Message)
+	}
+	for _, p := range r.SkippedPools {
+		fmt.Fprintf(w, "pool %s (%s): not served by rdmanet: %s\n", p.Resource, p.File, p.Reason)
 	}
 	for _, p := range r.Pools {
 		fmt.Fprintf(w, "\npool %s\n", p.Summary())

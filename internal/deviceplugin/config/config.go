@@ -165,10 +165,13 @@ func (e *Error) Unwrap() error { return e.Err }
 // rdmanet skips, a selector value that can never match.
 type Warning struct {
 	Origin string
-	Field  string
-	Value  string
-	Note   string // what rdmanet (and upstream) does with it
-	Fix    string
+	// Pool is the resource (prefix/name) of the pool the warning is
+	// about, "" for a warning about the file (a top-level key).
+	Pool  string
+	Field string
+	Value string
+	Note  string // what rdmanet (and upstream) does with it
+	Fix   string
 }
 
 func (w Warning) String() string {
@@ -228,6 +231,7 @@ func ParseFile(name string, data []byte) (*File, error) {
 		entries += n
 		seenKeys = append(seenKeys, keys...)
 	}
+	tagPools(f)
 	if entries == 0 {
 		e := &Error{Origin: name, Rule: "holds no resourceList or configList entries", Fix: "give the SR-IOV device plugin config.json (resourceList) or the rdma-shared-dev-plugin config (configList)"}
 		if len(seenKeys) > 0 {
@@ -240,6 +244,23 @@ func ParseFile(name string, data []byte) (*File, error) {
 		return nil, &Error{Origin: name, Rule: "no pool is left once the pools whose selectors cannot be decoded are dropped, and the SR-IOV device plugin exits with \"no resource configuration\": " + strings.Join(f.dropped, "; "), Fix: `write "selectors" as an object of selector lists, or a non-empty list of such objects, e.g. {"vendors":["15b3"],"isRdma":true}`}
 	}
 	return f, nil
+}
+
+// tagPools sets Warning.Pool: every warning about a pool has an Origin
+// ending in " (<prefix>/<name>)", the pool's entry named as in Pool.Origin.
+func tagPools(f *File) {
+	for i := range f.Warnings {
+		w := &f.Warnings[i]
+		o := w.Origin
+		if !strings.HasSuffix(o, ")") {
+			continue
+		}
+		open := strings.LastIndex(o, " (")
+		if open < 0 || !strings.Contains(o[:open], "List[") {
+			continue
+		}
+		w.Pool = o[open+2 : len(o)-1]
+	}
 }
 
 // Merge joins pools from several files and refuses duplicate resource names.

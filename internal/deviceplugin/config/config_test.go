@@ -332,3 +332,18 @@ func TestPCIAddressesOfLongDomainsNeverWarn(t *testing.T) {
 		})
 	}
 }
+
+func TestWarningsNameTheirPool(t *testing.T) {
+	f, err := ParseFile("x.json", []byte(`{"kubeletRootDir":"/k","resourceList":[{"resourceName":"qat","deviceType":"accelerator","selectors":{"vendors":["8086"]}},{"resourceName":"r","selectors":{"IsRdma":true,"vendors":["15b3"]}}],"configList":[{"resourceName":"s","rdmaHcaMax":3,"selectors":{"ifnames":["p1"]}}]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]string{}
+	for _, w := range f.Warnings {
+		got[w.Field] = w.Pool
+	}
+	want := map[string]string{"kubeletRootDir": "", "deviceType": "intel.com/qat", "selectors.IsRdma": "intel.com/r", "selectors.ifnames": "rdma/s"}
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("warning field -> pool = %v, want %v", got, want)
+	}
+}
