@@ -9,7 +9,9 @@ import (
 	"maps"
 	"slices"
 	"strings"
+	"sync"
 
+	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -119,29 +121,55 @@ func labelChanges(labels, annotations map[string]string, capacity corev1.Resourc
 }
 
 // configuredPools parses the agent ConfigMap's data the way the agent reads
-// its files: every key holds a config (config.json in deploy/); the pools of
-// all keys are merged. A missing ConfigMap configures no pools.
-func configuredPools(cm *corev1.ConfigMap) ([]string, error) {
+// its files (config.ParseFile): every key holds a config (config.json in
+// deploy/); the pools of all keys are merged. A missing ConfigMap configures
+// no pools. warnings are the parser's (keys in another case, unknown keys,
+// pools rdmanet skips), each naming the ConfigMap key and the pool.
+func configuredPools(cm *corev1.ConfigMap) (pools []string, warnings []keyWarning, err error) {
 	if cm == nil {
-		return nil, nil
+		return nil, nil, nil
 	}
 	var sets [][]dpconfig.Pool
 	for _, key := range slices.Sorted(maps.Keys(cm.Data)) {
-		ps, err := dpconfig.Parse("ConfigMap "+cm.Namespace+"/"+cm.Name+" key "+key, []byte(cm.Data[key]))
+		f, err := dpconfig.ParseFile(configMapOrigin(cm, key), []byte(cm.Data[key]))
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
-		sets = append(sets, ps)
+		sets = append(sets, f.Pools)
+		for _, w := range f.Warnings {
+			warnings = append(warnings, keyWarning{Key: key, Warning: w})
+		}
 	}
 	all, err := dpconfig.Merge(sets...)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
+	}
+	if len(all) == 0 && len(warnings) > 0 {
+		// the agent refuses a config that leaves it nothing to serve and
+		// keeps its previous pools: so do the labels
+		var why []string
+		for _, w := range warnings {
+			if w.Pool != "" {
+				why = append(why, w.String())
+			}
+		}
+		return nil, nil, &dpconfig.Error{Origin: "ConfigMap " + cm.Namespace + "/" + cm.Name, Rule: "holds no pool rdmanet serves: " + strings.Join(why, "; "), Fix: "give rdmanet the RDMA pools (netDevice pools of VFs, or rdma-shared-dev-plugin pools)"}
 	}
 	out := make([]string, 0, len(all))
 	for _, p := range all {
 		out = append(out, p.Resource())
 	}
-	return out, nil
+	return out, warnings, nil
+}
+
+// keyWarning is a parser warning of one ConfigMap key.
+type keyWarning struct {
+	Key string
+	dpconfig.Warning
+}
+
+func configMapOrigin(cm *corev1.ConfigMap, key string) string {
+	return "ConfigMap " + cm.Namespace + "/" + cm.Name + " key " + key
 }
 
 // NodeLabeler keeps the rdmanet.io/ labels of every node (see the
@@ -153,6 +181,28 @@ type NodeLabeler struct {
 	Namespace string
 	// Recorder emits an Event on a node whose labels changed (nil: none).
 	Recorder events.EventRecorder
+
+	mu sync.Mutex
+	// warned is the ConfigMap version whose warnings were logged: each
+	// (re)load of the config logs them once, not once per node.
+	warned string
+}
+
+// logWarnings logs the config's warnings once per ConfigMap version.
+func (r *NodeLabeler) logWarnings(logger logr.Logger, cm *corev1.ConfigMap, warnings []keyWarning) {
+	if cm == nil {
+		return
+	}
+	version := string(cm.UID) + "/" + cm.ResourceVersion
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.warned == version {
+		return
+	}
+	r.warned = version
+	for _, w := range warnings {
+		logger.Info("agent pool config warning: "+w.String(), "configMap", cm.Namespace+"/"+cm.Name, "file", w.Key, "pool", w.Pool, "field", w.Field, "value", w.Value)
+	}
 }
 
 // SetupWithManager registers the labeler with mgr (leader-elected).
@@ -211,8 +261,10 @@ func (r *NodeLabeler) Reconcile(ctx context.Context, req reconcile.Request) (rec
 	} else if err != nil {
 		return reconcile.Result{}, fmt.Errorf("read ConfigMap %s/%s: %w", r.Namespace, AgentConfigMap, err)
 	}
-	pools, err := configuredPools(cmp)
-	if err != nil {
+	pools, warnings, err := configuredPools(cmp)
+	if err == nil {
+		r.logWarnings(logger, cmp, warnings)
+	} else {
 		// A broken config leaves the pool labels as they are; a fixed
 		// one triggers a new reconcile of every node.
 		logger.Error(err, "agent config unreadable: pool labels left unchanged; fix the ConfigMap", "configMap", r.Namespace+"/"+AgentConfigMap)

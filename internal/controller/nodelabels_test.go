@@ -194,7 +194,7 @@ func TestConfiguredPools(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			got, err := configuredPools(tc.cm)
+			got, _, err := configuredPools(tc.cm)
 			if tc.wantErr != "" {
 				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
 					t.Fatalf("configuredPools: %v, want an error containing %q", err, tc.wantErr)
