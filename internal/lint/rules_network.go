@@ -246,21 +246,19 @@ func (c *checker) checkMacvlan(n *manifest.NAD, pools []*manifest.Pool) {
 // RDMA003, RDMA045
 func (c *checker) checkPools() {
 	c.cur = -1
+	// pool configs are judged by the agent's parser (config.ParseFile):
+	// what it refuses is an error with its message, what it warns about a
+	// warning naming the key or pool
 	for _, e := range c.in.poolErrs {
-		c.add("RDMA003", e.Obj, e.Field, fmt.Sprintf("%s %s: %v", e.Obj.Ref(), e.Field, e.Err), "")
+		if e.Warning {
+			c.addSev("RDMA003", Warning, e.Obj, e.Field, e.Err.Error(), "")
+			continue
+		}
+		c.add("RDMA003", e.Obj, e.Field, e.Err.Error(), "")
 	}
 	for _, p := range c.in.pools {
-		switch {
-		case p.Name == "":
-			c.add("RDMA003", p.Obj, p.Field+".resourceName", fmt.Sprintf("pool %s has no resourceName; pods have nothing to request", p.Field), "")
-		case strings.Contains(p.Name, "/"):
-			c.add("RDMA003", p.Obj, p.Field+".resourceName", fmt.Sprintf("pool resourceName %q contains '/'; the prefix goes into resourcePrefix", p.Name), "split it into resourcePrefix and resourceName")
-		}
 		if !p.HasSelector {
 			c.add("RDMA003", p.Obj, p.Field+".selectors", fmt.Sprintf("pool %s has no selectors; it would claim every matching device on every node, including NICs another pool or the node itself uses", p.FullName()), "select the PFs explicitly (pfNames / ifNames) plus vendors")
-		}
-		if p.Kind == manifest.PoolShared && (!p.HasRdmaHcaMax || p.RdmaHcaMax <= 0) {
-			c.add("RDMA003", p.Obj, p.Field+".rdmaHcaMax", fmt.Sprintf("shared pool %s has rdmaHcaMax %d; it advertises no slots, so no pod can be scheduled onto it", p.FullName(), p.RdmaHcaMax), "set rdmaHcaMax to the number of pods that may share one HCA (e.g. 63)")
 		}
 	}
 	for _, e := range c.in.pools {

@@ -2,9 +2,13 @@ package manifest
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
+	"regexp"
 	"sort"
 	"strings"
+
+	"github.com/rdmanet/rdmanet/internal/deviceplugin/config"
 )
 
 // PoolKind is the resource model of a device plugin pool.
@@ -55,11 +59,13 @@ func (p *Pool) Interfaces() []string {
 	return append(out, p.IfNames...)
 }
 
-// PoolConfigError is a pool configuration that cannot be decoded.
+// PoolConfigError is a pool configuration the agent refuses, or, with
+// Warning, one it reads with a warning (config.ParseFile's).
 type PoolConfigError struct {
-	Obj   *Object
-	Field string
-	Err   error
+	Obj     *Object
+	Field   string
+	Err     error
+	Warning bool
 }
 
 func (e *PoolConfigError) Error() string {
@@ -132,98 +138,76 @@ func looksLikePoolConfig(s string) bool {
 	if err := json.Unmarshal([]byte(t), &probe); err != nil {
 		return strings.Contains(t, `"resourceList"`) || strings.Contains(t, `"configList"`)
 	}
-	_, a := probe["resourceList"]
-	_, b := probe["configList"]
-	return a || b
+	// keys in any case, as the plugins' encoding/json reads them
+	for k := range probe {
+		if strings.EqualFold(k, "resourceList") || strings.EqualFold(k, "configList") {
+			return true
+		}
+	}
+	return false
 }
 
+// parsePoolConfig judges a pool config with the agent's own parser
+// (config.ParseFile), so lint and the agent never disagree: a file the
+// agent refuses is one error with the agent's message; the parser's
+// warnings (keys in another case, unknown keys, pools rdmanet skips,
+// selector values that never match) are warnings; the pools rdmanet serves
+// are the pools lint judges further.
 func parsePoolConfig(o *Object, field, s string) ([]*Pool, []*PoolConfigError) {
-	var probe map[string]json.RawMessage
-	if err := json.Unmarshal([]byte(s), &probe); err != nil {
-		return nil, []*PoolConfigError{{Obj: o, Field: field, Err: fmt.Errorf("not valid JSON: %w", err)}}
+	f, err := config.ParseFile(o.Ref()+" "+field, []byte(s))
+	if err != nil {
+		return nil, []*PoolConfigError{{Obj: o, Field: field, Err: err}}
 	}
-	var pools []*Pool
 	var errs []*PoolConfigError
-	if raw, ok := probe["resourceList"]; ok {
-		var list []map[string]any
-		if err := json.Unmarshal(raw, &list); err != nil {
-			errs = append(errs, &PoolConfigError{Obj: o, Field: field + ".resourceList", Err: fmt.Errorf("want a list of resource objects: %w", err)})
-		}
-		for i, r := range list {
-			f := fmt.Sprintf("%s.resourceList[%d]", field, i)
-			p := &Pool{Obj: o, Field: f, Kind: PoolExclusive}
-			p.Prefix, _ = r["resourcePrefix"].(string)
-			if p.Prefix == "" {
-				p.Prefix = SRIOVDefaultPrefix
-			}
-			p.Name, _ = r["resourceName"].(string)
-			// selectors: an object (older format) or a list of objects.
-			var sels []map[string]any
-			switch t := r["selectors"].(type) {
-			case map[string]any:
-				sels = []map[string]any{t}
-			case []any:
-				for _, it := range t {
-					if m, ok := it.(map[string]any); ok {
-						sels = append(sels, m)
-					}
+	for _, w := range f.Warnings {
+		errs = append(errs, &PoolConfigError{Obj: o, Field: entryField(field, w.Origin, w.Field), Err: errors.New(w.String()), Warning: true})
+	}
+	pools := make([]*Pool, 0, len(f.Pools))
+	for _, cp := range f.Pools {
+		p := &Pool{Obj: o, Field: entryField(field, cp.Origin, ""), Prefix: cp.Prefix, Name: cp.Name}
+		switch cp.Kind {
+		case config.Exclusive:
+			p.Kind = PoolExclusive
+			for _, sel := range cp.Selectors {
+				for _, pf := range sel.PFNames {
+					p.PFNames = append(p.PFNames, pf.Name)
 				}
-			}
-			for _, sel := range sels {
-				p.PFNames = append(p.PFNames, stripRanges(StringList(sel["pfNames"]))...)
-				p.RootDevices = append(p.RootDevices, StringList(sel["rootDevices"])...)
-				p.Vendors = append(p.Vendors, StringList(sel["vendors"])...)
-				p.Devices = append(p.Devices, StringList(sel["devices"])...)
-				p.Drivers = append(p.Drivers, StringList(sel["drivers"])...)
-				p.LinkTypes = append(p.LinkTypes, StringList(sel["linkTypes"])...)
-				p.RootDevices = append(p.RootDevices, StringList(sel["pciAddresses"])...)
-				if sel["isRdma"] == true {
-					p.IsRdma = true
-				}
-				if len(sel) > 0 {
+				p.RootDevices = append(p.RootDevices, sel.RootDevices...)
+				p.RootDevices = append(p.RootDevices, sel.PCIAddresses...)
+				p.Vendors = append(p.Vendors, sel.Vendors...)
+				p.Devices = append(p.Devices, sel.Devices...)
+				p.Drivers = append(p.Drivers, sel.Drivers...)
+				p.LinkTypes = append(p.LinkTypes, sel.LinkTypes...)
+				p.IsRdma = p.IsRdma || sel.IsRdma
+				if len(sel.PFNames)+len(sel.RootDevices)+len(sel.PCIAddresses)+len(sel.Vendors)+len(sel.Devices)+len(sel.Drivers)+len(sel.LinkTypes) > 0 || sel.IsRdma {
 					p.HasSelector = true
 				}
 			}
-			pools = append(pools, p)
-		}
-	}
-	if raw, ok := probe["configList"]; ok {
-		var list []map[string]any
-		if err := json.Unmarshal(raw, &list); err != nil {
-			errs = append(errs, &PoolConfigError{Obj: o, Field: field + ".configList", Err: fmt.Errorf("want a list of resource objects: %w", err)})
-		}
-		for i, r := range list {
-			f := fmt.Sprintf("%s.configList[%d]", field, i)
-			p := &Pool{Obj: o, Field: f, Kind: PoolShared}
-			p.Prefix, _ = r["resourcePrefix"].(string)
-			if p.Prefix == "" {
-				p.Prefix = SharedDefaultPrefix
-			}
-			p.Name, _ = r["resourceName"].(string)
-			if v, ok := r["rdmaHcaMax"]; ok {
-				p.RdmaHcaMax, _ = Int(v)
-				p.HasRdmaHcaMax = true
-			}
-			p.IfNames = append(p.IfNames, StringList(r["devices"])...) // legacy form
-			if sel, ok := r["selectors"].(map[string]any); ok {
-				p.IfNames = append(p.IfNames, StringList(sel["ifNames"])...)
-				p.Vendors = append(p.Vendors, StringList(sel["vendors"])...)
-				p.Devices = append(p.Devices, StringList(sel["deviceIDs"])...)
-				p.Drivers = append(p.Drivers, StringList(sel["drivers"])...)
-				p.LinkTypes = append(p.LinkTypes, StringList(sel["linkTypes"])...)
-				p.RootDevices = append(p.RootDevices, StringList(sel["rootDevices"])...)
-			}
-			p.HasSelector = len(p.IfNames)+len(p.Vendors)+len(p.Devices)+len(p.Drivers)+len(p.LinkTypes)+len(p.RootDevices) > 0
+		case config.Shared:
+			p.Kind = PoolShared
+			sh := cp.Shared
+			p.IfNames, p.Vendors, p.Devices, p.Drivers, p.LinkTypes = sh.IfNames, sh.Vendors, sh.DeviceIDs, sh.Drivers, sh.LinkTypes
+			p.HasSelector = len(p.IfNames)+len(p.Vendors)+len(p.Devices)+len(p.Drivers)+len(p.LinkTypes) > 0
+			p.RdmaHcaMax, p.HasRdmaHcaMax = cp.RdmaHcaMax, true
 			p.IsRdma = true
-			pools = append(pools, p)
 		}
-	}
-	if _, ok := probe["resourceList"]; !ok {
-		if _, ok := probe["configList"]; !ok {
-			errs = append(errs, &PoolConfigError{Obj: o, Field: field, Err: fmt.Errorf("has neither \"resourceList\" (SR-IOV network device plugin) nor \"configList\" (rdma-shared-dev-plugin)")})
-		}
+		pools = append(pools, p)
 	}
 	return pools, errs
+}
+
+var entryRe = regexp.MustCompile(`(resourceList|configList)\[\d+\]`)
+
+// entryField is the lint field of a pool (or of a field of it) named by the
+// parser's origin: data[config.json].resourceList[0].selectors.IsRdma.
+func entryField(field, origin, sub string) string {
+	if m := entryRe.FindAllString(origin, -1); len(m) > 0 {
+		field += "." + m[len(m)-1]
+	}
+	if sub != "" {
+		field += "." + sub
+	}
+	return field
 }
 
 // stripRanges removes the "#0-7" VF range suffix of SR-IOV pfNames selectors.
