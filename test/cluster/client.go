@@ -95,3 +95,10 @@ func (c *Control) Shutdown(ctx context.Context) error {
 	_, err := c.do(ctx, http.MethodPost, "/shutdown", nil, nil)
 	return err
 }
+
+// Crash kills every process of the node at once (SIGKILL, no ordered stop,
+// no CNI DEL) and stops the supervisor: a machine losing power.
+func (c *Control) Crash(ctx context.Context) error {
+	_, err := c.do(ctx, http.MethodPost, "/shutdown", url.Values{"crash": {"1"}}, nil)
+	return err
+}

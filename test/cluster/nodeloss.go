@@ -7,10 +7,10 @@ import (
 	"time"
 )
 
-// NodeDown crashes node name as a machine crashes: its supervisor is told
-// to stop (containerd's tasks are killed with SIGKILL, then kubelet,
-// kube-proxy and containerd; no pod is deleted through the API, so no CNI
-// DEL runs), and its Node object is deleted, as a cloud's node lifecycle
+// NodeDown crashes node name as a machine crashes: every process of the
+// node (kubelet, kube-proxy, containerd, shims, pods) is killed at once with
+// SIGKILL (no pod is deleted through the API, no CNI DEL runs), and its Node
+// object is deleted, as a cloud's node lifecycle
 // controller does for a machine that is gone. The node's namespaces, state
 // directory and simulated hardware stay for NodeUp. The first node carries
 // the control plane and cannot go down.
@@ -25,8 +25,8 @@ func NodeDown(ctx context.Context, l Layout, name string, out io.Writer) error {
 	start := time.Now()
 	ctl := NewNodeControl(l, n)
 	if _, err := ctl.Status(ctx); err == nil {
-		fmt.Fprintf(out, "cluster-node-down: stopping %s's kubelet, containerd and pods\n", n.Name)
-		if err := ctl.Shutdown(ctx); err != nil {
+		fmt.Fprintf(out, "cluster-node-down: crashing %s: its kubelet, kube-proxy, containerd and pods killed at once\n", n.Name)
+		if err := ctl.Crash(ctx); err != nil {
 			return fmt.Errorf("node %s: %w", n.Name, err)
 		}
 	}

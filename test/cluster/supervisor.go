@@ -286,6 +286,18 @@ func (s *Supervisor) stopAll() {
 	}
 }
 
+// crash SIGKILLs every process in the node's network namespace but the
+// supervisor, components first.
+func (s *Supervisor) crash() {
+	s.mu.Lock()
+	for _, p := range s.procs {
+		_ = syscall.Kill(-p.cmd.Process.Pid, syscall.SIGKILL)
+	}
+	s.mu.Unlock()
+	s.killShims()
+	s.log.Warn("crashed: every process of the node killed")
+}
+
 // killTasks removes every CRI container and sandbox that is left.
 func (s *Supervisor) killTasks() {
 	ctr := s.l.binary("ctr")
@@ -433,6 +445,12 @@ func (s *Supervisor) handler(shutdown func()) http.Handler {
 		_, _ = w.Write(out)
 	})
 	mux.HandleFunc("POST /shutdown", func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Query().Get("crash") == "1" {
+			// A machine that loses power: every process of the node
+			// (components, shims, pods) is killed at once, nothing is
+			// stopped in order and no pod's CNI DEL runs.
+			s.crash()
+		}
 		fmt.Fprintln(w, "shutting down")
 		shutdown()
 	})
