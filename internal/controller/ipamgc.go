@@ -24,6 +24,14 @@ import (
 //     allocations with one gc.ReleasePods pass (one block list per batch,
 //     whatever the number of pods), at any age. Failed passes are retried
 //     with backoff (1 s doubling to 30 s).
+//   - node loss: a Node seen deleted that is still absent from the API
+//     server NodeQuarantine later (a live, uncached check; when it cannot be
+//     read, nothing is released and it is checked again) has the pods bound
+//     to it queued with gc.ReasonPodNodeGone. Kubernetes' pod GC deletes
+//     those pods after the same quarantine but polls every 20 s; this
+//     releases their addresses when the quarantine ends (issue 26: within
+//     60 s of a crash). A kubelet that is alive re-registers its Node well
+//     within the quarantine, and then nothing is released.
 //   - sweeps: gc.Run on start and every SweepInterval, with the library's
 //     grace period and rules (pods deleted while no controller watched,
 //     recreated pods, stale sandboxes, blocks of deleted nodes). It lists pods
@@ -40,11 +48,20 @@ type IPAMGC struct {
 	Log   logr.Logger
 	// Now is the clock of latency measurements (nil: time.Now).
 	Now func() time.Time
+	// NodeQuarantine: see node loss above (0: DefaultNodeQuarantine).
+	NodeQuarantine time.Duration
 
 	mu      sync.Mutex
 	pending map[gc.PodRef]queued
 	kick    chan struct{}
+	// byNode holds the live (scheduled, not terminal, not hostNetwork)
+	// pods of each node, from the pod events.
+	byNode map[string]map[gc.PodRef]bool
 }
+
+// DefaultNodeQuarantine is Kubernetes' pod GC's quarantine of orphaned
+// pods (pkg/controller/podgc: 40 s).
+const DefaultNodeQuarantine = 40 * time.Second
 
 // queued is a pod waiting for its release.
 type queued struct {
@@ -102,20 +119,107 @@ func podOf(obj any) *corev1.Pod {
 	return p
 }
 
+// nodeName is the name of a Node event's object (tombstones included).
+func nodeName(obj any) string {
+	if t, ok := obj.(toolscache.DeletedFinalStateUnknown); ok {
+		obj = t.Obj
+	}
+	if n, ok := obj.(*corev1.Node); ok {
+		return n.Name
+	}
+	return ""
+}
+
 // enqueue queues a pod's release and wakes the worker.
 func (g *IPAMGC) enqueue(old, cur *corev1.Pod, deleted bool) {
+	g.track(cur, deleted)
 	ref, reason, ok := podRelease(old, cur, deleted)
 	if !ok {
 		return
 	}
+	g.queue(map[gc.PodRef]string{ref: reason}, g.now())
+}
+
+// track keeps byNode current.
+func (g *IPAMGC) track(p *corev1.Pod, deleted bool) {
+	if p == nil || p.UID == "" || p.Spec.HostNetwork || p.Spec.NodeName == "" {
+		return
+	}
+	ref := gc.PodRef{Namespace: p.Namespace, Name: p.Name, UID: string(p.UID)}
 	g.mu.Lock()
-	if _, dup := g.pending[ref]; !dup || reason == gc.ReasonPodGone {
-		g.pending[ref] = queued{reason: reason, seen: g.now()}
+	defer g.mu.Unlock()
+	if g.byNode == nil {
+		g.byNode = map[string]map[gc.PodRef]bool{}
+	}
+	pods := g.byNode[p.Spec.NodeName]
+	if deleted || terminal(p) {
+		delete(pods, ref)
+		if len(pods) == 0 {
+			delete(g.byNode, p.Spec.NodeName)
+		}
+		return
+	}
+	if pods == nil {
+		pods = map[gc.PodRef]bool{}
+		g.byNode[p.Spec.NodeName] = pods
+	}
+	pods[ref] = true
+}
+
+// queue queues releases (a pod gone outright wins over other reasons)
+// and wakes the worker.
+func (g *IPAMGC) queue(refs map[gc.PodRef]string, seen time.Time) {
+	g.mu.Lock()
+	for ref, reason := range refs {
+		if _, dup := g.pending[ref]; !dup || reason == gc.ReasonPodGone {
+			g.pending[ref] = queued{reason: reason, seen: seen}
+		}
 	}
 	g.mu.Unlock()
 	select {
 	case g.kick <- struct{}{}:
 	default:
+	}
+}
+
+// nodeDeleted starts the quarantine of a deleted Node.
+func (g *IPAMGC) nodeDeleted(ctx context.Context, name string) {
+	q := g.NodeQuarantine
+	if q <= 0 {
+		q = DefaultNodeQuarantine
+	}
+	deleted := g.now()
+	g.Log.Info("node deleted: its pods' addresses are released if it is not back after the quarantine", "node", name, "quarantine", q)
+	time.AfterFunc(q, func() { g.nodeQuarantineOver(ctx, name, deleted) })
+}
+
+// nodeQuarantineOver queues the pods of a Node that stayed deleted. It asks
+// the API server, not the cache, and fails closed: when the node list
+// cannot be read, nothing is queued and it asks again in 5 s.
+func (g *IPAMGC) nodeQuarantineOver(ctx context.Context, name string, deleted time.Time) {
+	if ctx.Err() != nil {
+		return
+	}
+	nodes, err := g.Cluster.Nodes(ctx)
+	if err != nil {
+		g.Log.Error(err, "node quarantine over but the node list cannot be read: nothing released; asking again in 5s", "node", name)
+		time.AfterFunc(5*time.Second, func() { g.nodeQuarantineOver(ctx, name, deleted) })
+		return
+	}
+	if nodes[name] {
+		g.Log.Info("deleted node is back: its pods keep their addresses", "node", name)
+		return
+	}
+	g.mu.Lock()
+	refs := map[gc.PodRef]string{}
+	for ref := range g.byNode[name] {
+		refs[ref] = gc.ReasonPodNodeGone
+	}
+	delete(g.byNode, name)
+	g.mu.Unlock()
+	g.Log.Info("node gone after the quarantine: releasing its pods' addresses", "node", name, "pods", len(refs))
+	if len(refs) > 0 {
+		g.queue(refs, deleted)
 	}
 }
 
@@ -171,6 +275,21 @@ func (g *IPAMGC) Start(ctx context.Context) error {
 		return fmt.Errorf("ipam gc: pod event handler: %w", err)
 	}
 	defer func() { _ = inf.RemoveEventHandler(reg) }()
+	nodeInf, err := g.Informers.GetInformer(ctx, &corev1.Node{}, cache.BlockUntilSynced(false))
+	if err != nil {
+		return fmt.Errorf("ipam gc: node informer: %w", err)
+	}
+	nodeReg, err := nodeInf.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
+		DeleteFunc: func(obj any) {
+			if name := nodeName(obj); name != "" {
+				g.nodeDeleted(ctx, name)
+			}
+		},
+	})
+	if err != nil {
+		return fmt.Errorf("ipam gc: node event handler: %w", err)
+	}
+	defer func() { _ = nodeInf.RemoveEventHandler(nodeReg) }()
 	if !toolscache.WaitForCacheSync(ctx.Done(), reg.HasSynced) {
 		return nil // ctx ended
 	}

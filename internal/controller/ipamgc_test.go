@@ -138,15 +138,26 @@ func (s *flakyStore) List(ctx context.Context, p ipam.Pool, node string) ([]v1al
 	return s.Store.List(ctx, p, node)
 }
 
-// fakeCluster answers Pods and Nodes, or fails.
+// fakeCluster answers Pods and Nodes (default: node n1), or fails.
 type fakeCluster struct {
-	pods map[string]gc.Pod
-	err  error
+	pods  map[string]gc.Pod
+	nodes []string
+	err   error
 }
 
 func (c fakeCluster) Pods(context.Context) (map[string]gc.Pod, error) { return c.pods, c.err }
 func (c fakeCluster) Nodes(context.Context) (map[string]bool, error) {
-	return map[string]bool{"n1": true}, c.err
+	if c.err != nil {
+		return nil, c.err
+	}
+	if c.nodes == nil {
+		return map[string]bool{"n1": true}, nil
+	}
+	m := map[string]bool{}
+	for _, n := range c.nodes {
+		m[n] = true
+	}
+	return m, nil
 }
 
 // allocated returns a store holding one allocation per owner, created at.
@@ -233,6 +244,53 @@ func TestSweep(t *testing.T) {
 			sort.Strings(want)
 			if got := holders(t, store.Store); fmt.Sprint(got) != fmt.Sprint(want) {
 				t.Errorf("after the sweep the store holds %v, want %v", got, want)
+			}
+		})
+	}
+}
+
+// TestNodeQuarantine: the pods bound to a Node that stayed deleted through
+// the quarantine are queued for release with ReasonPodNodeGone; a Node that
+// came back, an unreadable node list, and pods of other nodes, terminal or
+// hostNetwork pods are not.
+func TestNodeQuarantine(t *testing.T) {
+	onN1 := pod(corev1.PodRunning)
+	onN1b := pod(corev1.PodPending, func(p *corev1.Pod) { p.Name, p.UID = "p2", "u2" })
+	onN2 := pod(corev1.PodRunning, func(p *corev1.Pod) { p.Name, p.UID, p.Spec.NodeName = "p3", "u3", "n2" })
+	done := pod(corev1.PodSucceeded, func(p *corev1.Pod) { p.Name, p.UID = "p4", "u4" })
+	hostNet := pod(corev1.PodRunning, func(p *corev1.Pod) { p.Name, p.UID, p.Spec.HostNetwork = "p5", "u5", true })
+	gone := pod(corev1.PodRunning, func(p *corev1.Pod) { p.Name, p.UID = "p6", "u6" })
+	tests := []struct {
+		name    string
+		cluster fakeCluster
+		want    []string // queued pod names, sorted
+	}{
+		{name: "node still gone: its live pods queued", cluster: fakeCluster{nodes: []string{"n2"}}, want: []string{"p", "p2"}},
+		{name: "node back: nothing queued", cluster: fakeCluster{nodes: []string{"n1", "n2"}}},
+		{name: "node list unreadable: nothing queued (fail closed)", cluster: fakeCluster{err: errors.New("forbidden")}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			g := &IPAMGC{Cluster: tc.cluster, Log: logr.Discard(), pending: map[gc.PodRef]queued{}, kick: make(chan struct{}, 1)}
+			for _, p := range []*corev1.Pod{onN1, onN1b, onN2, done, hostNet, gone} {
+				g.enqueue(nil, p, false)
+			}
+			g.enqueue(nil, gone, true) // deleted before the node went: released as gone, not tracked
+			delete(g.pending, gc.PodRef{Namespace: "ns", Name: "p6", UID: "u6"})
+			delete(g.pending, gc.PodRef{Namespace: "ns", Name: "p4", UID: "u4"}) // terminal: queued as done already
+			ctx, cancel := context.WithCancel(context.Background())
+			g.nodeQuarantineOver(ctx, "n1", time.Now())
+			cancel() // stops the fail-closed retry
+			var got []string
+			for ref, q := range g.pending {
+				if q.reason != gc.ReasonPodNodeGone {
+					t.Errorf("%s queued with %q, want %q", ref.Name, q.reason, gc.ReasonPodNodeGone)
+				}
+				got = append(got, ref.Name)
+			}
+			sort.Strings(got)
+			if fmt.Sprint(got) != fmt.Sprint(tc.want) {
+				t.Errorf("queued %v, want %v", got, tc.want)
 			}
 		})
 	}

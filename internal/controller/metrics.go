@@ -56,6 +56,8 @@ func reasonLabel(reason string) string {
 		return "stale_sandbox"
 	case gc.ReasonNodeGone:
 		return "node_gone"
+	case gc.ReasonPodNodeGone:
+		return "pod_node_gone"
 	}
 	return "other"
 }

@@ -101,6 +101,10 @@ const (
 	ReasonPodDone     = "pod has terminated"
 	ReasonStale       = "a newer sandbox of the pod holds another address for this interface"
 	ReasonNodeGone    = "node no longer exists (allocation has no pod identity)"
+	// ReasonPodNodeGone: the pod's Node was deleted and did not come back
+	// within the quarantine Kubernetes' pod GC also waits (its machine is
+	// gone; the pod GC deletes the pod at that point).
+	ReasonPodNodeGone = "the pod's node was deleted and did not come back"
 )
 
 // Run performs one garbage collection pass.
