@@ -214,6 +214,48 @@ func testExclusiveAcrossNodes(t *testing.T) {
 	if up := counterGrowth(before, after, nodeOf[r1.Spec.NodeName], "rx-uplink"); up >= bulk {
 		t.Errorf("%s's management uplink took %d bytes: the bulk went over eth0, not net1", r1.Spec.NodeName, up)
 	}
+	verifyPairsAcrossNodes(t)
+}
+
+// verifyPairsAcrossNodes runs `kubectl rdma verify` on the seed's Job: its
+// probe (rdmanet's image, as ephemeral containers) finds every pair
+// reachable over net1 at the NAD's MTU with don't-fragment, on two nodes.
+func verifyPairsAcrossNodes(t *testing.T) {
+	bin := buildKubectlRDMA(t)
+	start := time.Now()
+	cmd := exec.Command(bin, "verify", "--kubeconfig", state.Kubeconfig, "-n", exclusiveNS, "job/face-trainer", "--pod-checks=false", "-o", "json")
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	took := time.Since(start)
+	if err != nil {
+		t.Fatalf("kubectl rdma verify -n %s job/face-trainer: %v\nstdout: %s\nstderr: %s", exclusiveNS, err, out, stderr.String())
+	}
+	var rep struct {
+		Pairs struct {
+			Cells []struct {
+				From, To  string
+				CrossNode bool   `json:"cross_node"`
+				Status    string `json:"status"`
+			} `json:"cells"`
+			Summary struct {
+				Cells, OK int
+				Result    string
+			} `json:"summary"`
+		} `json:"pairs"`
+	}
+	if err := json.Unmarshal(out, &rep); err != nil {
+		t.Fatalf("verify JSON: %v\n%s", err, out)
+	}
+	t.Logf("kubectl rdma verify job/face-trainer: %d pair cells, %d ok, in %.1fs", rep.Pairs.Summary.Cells, rep.Pairs.Summary.OK, took.Seconds())
+	if len(rep.Pairs.Cells) != 2 {
+		t.Fatalf("verify: %d pair cells, want 2 (0->1, 1->0):\n%s", len(rep.Pairs.Cells), out)
+	}
+	for _, c := range rep.Pairs.Cells {
+		if c.Status != "ok" || !c.CrossNode {
+			t.Errorf("verify cell %s -> %s: %s (cross-node %v), want ok across nodes", c.From, c.To, c.Status, c.CrossNode)
+		}
+	}
 }
 
 func podNames(ps []corev1.Pod) []string {
