@@ -101,15 +101,10 @@ func (g *gpuDriver) HandleError(_ context.Context, err error, msg string) {
 	g.log("fake GPU DRA driver: %s: %v", msg, err)
 }
 
-// nodeHostPath maps a path as the node's processes see it to the machine's
-// path (cluster.PrivateMounts).
+// nodeHostPath maps a path as the first node's processes see it to the
+// machine's path (cluster.PrivateMounts).
 func nodeHostPath(p string) string {
-	for _, m := range cluster.PrivateMounts {
-		if p == m.Target || strings.HasPrefix(p, m.Target+"/") {
-			return filepath.Join(layout.Dir, m.Source, strings.TrimPrefix(p, m.Target))
-		}
-	}
-	return p
+	return layout.NodeHostPath(state.Nodes[0], p)
 }
 
 // startGPUDriver publishes the node's GPUs as gpu.nvidia.com devices with

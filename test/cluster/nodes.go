@@ -192,3 +192,15 @@ func (l Layout) Nodes() ([]Node, error) { return l.readNodes() }
 // FabricPort is the name of node n's link end in the fabric namespace:
 // suffix "up" (its uplink), "expf", "shpf", "vf<i>".
 func FabricPort(n Node, suffix string) string { return n.fabricPrefix() + suffix }
+
+// NodeHostPath maps a path as node n's processes see it (its private
+// mounts, PrivateMounts) to the machine's path under the state directory;
+// other paths are the machine's own and come back unchanged.
+func (l Layout) NodeHostPath(n Node, p string) string {
+	for _, m := range PrivateMounts {
+		if p == m.Target || strings.HasPrefix(p, m.Target+"/") {
+			return l.NodeDir(n, m.Source, strings.TrimPrefix(p, m.Target))
+		}
+	}
+	return p
+}
