@@ -378,6 +378,12 @@ func testNodeLoss(t *testing.T) {
 	}
 	lost := victim.Spec.NodeName
 	lostIP := find(waitNetworkStatus(t, lossNS, victim.Name), "net1").IPs[0]
+	// The controller's leader must outlive the crash for the 60 s goal: a
+	// leader lost with its node costs the Lease's failover on top (and the
+	// new leader never sees the Node's deletion event; Kubernetes' pod GC
+	// then deletes the pods within 60 s of the deletion, and their
+	// addresses go with them). Move the leadership off the node first.
+	moveLeaderOff(t, lost)
 	t.Cleanup(func() { // the node back whatever happened, for what follows
 		if _, err := k.Output(ctx(t, time.Minute), "get", "node", lost); err != nil {
 			out, err := exec.Command(os.Getenv("RDMANET_CLUSTER_BIN"), "node-up", "--state-dir", layout.Dir, "--repo", layout.Repo, lost).CombinedOutput()
@@ -514,6 +520,28 @@ func waitAllocatableOn(t *testing.T, node, resource, want string) {
 		}
 		if time.Now().After(deadline) {
 			t.Fatalf("node %s: allocatable %s = %q after 3m, want %s", node, resource, trim(got), want)
+		}
+	}
+}
+
+// moveLeaderOff makes sure rdmanet-controller's leader does not run on
+// node: its pod is deleted until another replica leads.
+func moveLeaderOff(t *testing.T, node string) {
+	t.Helper()
+	for deadline := time.Now().Add(2 * time.Minute); ; time.Sleep(time.Second) {
+		holder := leaseHolder(t)
+		on := trim(kubectl(t, "-n", "rdmanet-system", "get", "pod", holder, "-o", "jsonpath={.spec.nodeName}", "--ignore-not-found"))
+		if holder != "" && on != "" && on != node {
+			t.Logf("rdmanet-controller's leader %s runs on %s", holder, on)
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("rdmanet-controller's leader still on %s (or none) after 2m", node)
+		}
+		if on == node {
+			t.Logf("rdmanet-controller's leader %s runs on %s, the node to crash: deleting it so another replica leads", holder, node)
+			_, _ = k.Output(ctx(t, time.Minute), "-n", "rdmanet-system", "delete", "pod", holder, "--wait=false")
+			time.Sleep(5 * time.Second)
 		}
 	}
 }

@@ -69,7 +69,10 @@ func nodeLinks(n Node) []nodeLink {
 // linkSteps creates one of node n's veth pairs.
 func linkSteps(n Node, l nodeLink) [][]string {
 	return [][]string{
-		{"ip", "-n", n.Netns, "link", "add", l.dev, "mtu", l.mtu, "type", "veth", "peer", "name", l.fab, "netns", WireNetns},
+		// Both ends get the MTU: a veth peer created without one has
+		// 1500, and a bridge takes its ports' smallest (kubectl rdma
+		// verify found 9000-byte DF datagrams lost across nodes).
+		{"ip", "-n", n.Netns, "link", "add", l.dev, "mtu", l.mtu, "type", "veth", "peer", "name", l.fab, "mtu", l.mtu, "netns", WireNetns},
 		{"ip", "-n", WireNetns, "link", "set", l.fab, "master", l.bridge},
 		{"ip", "-n", n.Netns, "link", "set", l.dev, "up"},
 		{"ip", "-n", WireNetns, "link", "set", l.fab, "up"},
