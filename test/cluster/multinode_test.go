@@ -426,6 +426,16 @@ func testNodeLoss(t *testing.T) {
 			t.Fatalf("%s (the lost pod %s's net1) still allocated 3m after %s went down", lostIP, victim.Name, lost)
 		}
 	}
+	// The lost pod stays in the API (phase Running, as last reported)
+	// until Kubernetes' pod GC deletes it; its replacement comes then.
+	for deadline := time.Now().Add(3 * time.Minute); ; time.Sleep(time.Second) {
+		if _, err := k.Output(ctx(t, 30*time.Second), "-n", lossNS, "get", "pod", victim.Name); err != nil && strings.Contains(err.Error(), "NotFound") {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("lost pod %s still in the API 3m after %s went down", victim.Name, lost)
+		}
+	}
 	back := waitRunning(t, lossNS, "app=loss", 2, 3*time.Minute)
 	backAfter := time.Since(start)
 	close(stop)
