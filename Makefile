@@ -26,12 +26,14 @@ test-prereqs:: build
 
 # The unit, netns, apiserver and kubelet tiers (hack/test.sh), govulncheck
 # against an offline database (mk/security.mk: a finding fails the run), then
-# the cluster tier: a real node is brought up, tested and taken down
-# (mk/cluster.mk).
+# the cluster tier twice: a real single node (its scenarios switch the node's
+# mode), then a real three-node cluster (the cross-node scenarios); each is
+# brought up, tested and taken down (mk/cluster.mk).
 test: test-prereqs
 	hack/test.sh
 	$(MAKE) --no-print-directory vulncheck
 	$(MAKE) --no-print-directory test-cluster
+	$(MAKE) --no-print-directory test-cluster-multi
 
 -include mk/*.mk
 

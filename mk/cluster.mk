@@ -7,9 +7,9 @@
 #   sudo make cluster-up [NODES=3] [SHARED_NODES=1]
 #                             build what is missing, start, install rdmanet; prints export KUBECONFIG=...
 #   sudo make cluster-down    stop everything and check the machine is as before
-#   sudo make test-cluster    the single-node scenarios: up (NODES=1) -> scenarios -> down
+#   sudo make test-cluster    the single-node scenarios: up (NODES=1) -> scenarios -> down (make test)
 #   sudo make test-cluster-multi
-#                             the cross-node scenarios: up (NODES=3) -> scenarios -> down
+#                             the cross-node scenarios: up (NODES=3) -> scenarios -> down (make test)
 #   sudo make bench-cluster   pod start times: rdmanet vs plain pods vs Multus + Whereabouts
 CLUSTER_DIR ?= $(CURDIR)/_output/cluster
 NODES ?= 3
@@ -48,9 +48,10 @@ test-cluster: cluster-bin
 	  $(GO) test -tags clustertest -count=1 -timeout 60m -v -run 'TestCluster$$|TestKubeletConfig' ./test/cluster/ 2>&1 | tee $(CURDIR)/_output/test-cluster.log; \
 	  exit $${PIPESTATUS[0]}
 
-# The cross-node tier: three nodes (two exclusive, one shared), the seeds'
-# Jobs with their ranks on two nodes, DNS and Services through CoreDNS and
-# kube-proxy. Joins `make test` once it passes reliably on a clean clone.
+# The cross-node tier: three nodes (two exclusive, one shared): DNS and
+# Services through CoreDNS and kube-proxy on every node, the seed's Job with
+# its ranks on two nodes and bytes across net1, kubectl rdma verify's pair
+# matrix, node loss and return.
 test-cluster-multi: cluster-bin
 	@mkdir -p $(CURDIR)/_output
 	$(GO) vet -tags clustertest ./test/cluster/
