@@ -386,8 +386,7 @@ func testNodeLoss(t *testing.T) {
 	moveLeaderOff(t, lost)
 	t.Cleanup(func() { // the node back whatever happened, for what follows
 		if _, err := k.Output(ctx(t, time.Minute), "get", "node", lost); err != nil {
-			out, err := exec.Command(os.Getenv("RDMANET_CLUSTER_BIN"), "node-up", "--state-dir", layout.Dir, "--repo", layout.Repo, lost).CombinedOutput()
-			if err != nil {
+			if out, err := clusterNodeCmd("node-up", lost); err != nil {
 				t.Errorf("node-up %s: %v\n%s", lost, err, out)
 			}
 		}
@@ -412,7 +411,7 @@ func testNodeLoss(t *testing.T) {
 	}()
 
 	start := time.Now()
-	out, err := exec.Command(os.Getenv("RDMANET_CLUSTER_BIN"), "node-down", "--state-dir", layout.Dir, "--repo", layout.Repo, lost).CombinedOutput()
+	out, err := clusterNodeCmd("node-down", lost)
 	if err != nil {
 		t.Fatalf("node-down %s: %v\n%s", lost, err, out)
 	}
@@ -462,7 +461,7 @@ func testNodeLoss(t *testing.T) {
 	mu.Unlock()
 
 	// The node comes back and serves pods again.
-	out, err = exec.Command(os.Getenv("RDMANET_CLUSTER_BIN"), "node-up", "--state-dir", layout.Dir, "--repo", layout.Repo, lost).CombinedOutput()
+	out, err = clusterNodeCmd("node-up", lost)
 	if err != nil {
 		t.Fatalf("node-up %s: %v\n%s", lost, err, out)
 	}
@@ -554,4 +553,10 @@ func moveLeaderOff(t *testing.T, node string) {
 			time.Sleep(5 * time.Second)
 		}
 	}
+}
+
+// clusterNodeCmd runs `rdmanet-cluster node-down|node-up NODE` (what make
+// cluster-node-down/-up run) on this tier's cluster.
+func clusterNodeCmd(verb, node string) ([]byte, error) {
+	return exec.Command(os.Getenv("RDMANET_CLUSTER_BIN"), verb, "--state-dir", layout.Dir, "--repo", layout.Repo, node).CombinedOutput()
 }

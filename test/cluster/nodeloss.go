@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"strings"
 	"time"
 )
 
@@ -96,14 +97,11 @@ func (l Layout) clusterNode(name string) (Node, State, error) {
 }
 
 func otherNames(nodes []Node, not Node) string {
-	var s string
+	var names []string
 	for _, n := range nodes {
 		if n.Name != not.Name {
-			if s != "" {
-				s += ", "
-			}
-			s += n.Name
+			names = append(names, n.Name)
 		}
 	}
-	return s
+	return strings.Join(names, ", ")
 }

@@ -36,7 +36,9 @@ type State struct {
 	Image      string `json:"image"`
 	Kubeconfig string `json:"kubeconfig"`
 	Started    string `json:"started"`
-	Nodes      []Node `json:"nodes"`
+	// Nodes is read from nodes.json (the plan every supervisor reads), not
+	// stored twice.
+	Nodes []Node `json:"-"`
 }
 
 func (l Layout) readState() (State, error) {
@@ -410,18 +412,14 @@ func (l Layout) buildImages(ctx context.Context, out io.Writer) ([]string, strin
 	return keep, ref, nil
 }
 
-// ReadState reads the state of the cluster whose state directory is dir.
-// A state from before multi-node clusters names no nodes: it had one.
+// ReadState reads the state of the cluster whose state directory is dir,
+// with its nodes (readNodes).
 func ReadState(dir string) (State, error) {
 	l := Layout{Dir: dir}
 	st, err := l.readState()
 	if err != nil {
 		return st, fmt.Errorf("cluster state in %s: %w", dir, err)
 	}
-	if len(st.Nodes) == 0 {
-		if st.Nodes, err = PlanNodes(1, 0); err != nil {
-			return st, err
-		}
-	}
-	return st, nil
+	st.Nodes, err = l.readNodes()
+	return st, err
 }
