@@ -103,11 +103,15 @@ type Function struct {
 
 // Node is a fixture sysfs tree rooted at Root.
 type Node struct {
-	Root     string
-	nextIB   int
-	nextUV   int
-	nextMAD  int
-	macSeq   uint32
+	Root    string
+	nextIB  int
+	nextUV  int
+	nextMAD int
+	macSeq  uint32
+	// Serial tells machines apart: it goes into every generated MAC
+	// address and node GUID, so several fixtures (the nodes of one
+	// simulated cluster) never share one. 0 keeps the historical values.
+	Serial   uint8
 	Devices  map[string]string // bdf -> device dir (absolute)
 	RDMAByBD map[string]string // bdf -> rdma device name
 	NetByBDF map[string]string // bdf -> netdev name
@@ -400,7 +404,7 @@ func (n *Node) writeNetdevDir(dir string, f Function, netdev string) error {
 		n.macSeq++
 		b := make([]byte, 4)
 		binary.BigEndian.PutUint32(b, n.macSeq)
-		mac = net.HardwareAddr{0x02, 0x15, b[0], b[1], b[2], b[3]}.String()
+		mac = net.HardwareAddr{0x02, 0x15, b[0] ^ n.Serial, b[1], b[2], b[3]}.String()
 	}
 	mtu := f.MTU
 	if mtu == 0 {
@@ -459,7 +463,7 @@ func (n *Node) writeRDMA(dir, ibdev string, ll LinkLayer, netdev, ipv4, state st
 	if err := writeFile(ib, "node_type", "1: CA"); err != nil {
 		return err
 	}
-	guid := fmt.Sprintf("b859:9f03:00%02x:%04x", n.nextUV%256, n.nextUV)
+	guid := fmt.Sprintf("b859:9f03:%02x%02x:%04x", n.Serial, n.nextUV%256, n.nextUV)
 	if err := writeFile(ib, "node_guid", guid); err != nil {
 		return err
 	}

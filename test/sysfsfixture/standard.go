@@ -1,6 +1,9 @@
 package sysfsfixture
 
-import "fmt"
+import (
+	"fmt"
+	"strings"
+)
 
 // Standard is the bundled GPU-node fixture: what a typical two-socket
 // training node exposes.
@@ -26,6 +29,12 @@ type StandardOptions struct {
 	// GPUs adds that many NVIDIA GPUs next to the NICs (see StandardGPUs);
 	// default 0.
 	GPUs int
+	// Domain is the PCI domain of the NICs (4 hex digits, default "0000"):
+	// several nodes of one simulated cluster get distinct PCI addresses.
+	// StandardGPUs stay in domain 0000.
+	Domain string
+	// Serial goes into every generated MAC and node GUID (Node.Serial).
+	Serial uint8
 }
 
 // NewStandard writes the bundled node under root.
@@ -43,15 +52,23 @@ func NewStandard(root string, o StandardOptions) (*Standard, error) {
 	if o.IBVFs == 0 {
 		o.IBVFs = 8
 	}
+	if o.Domain == "" {
+		o.Domain = "0000"
+	}
+	if len(o.Domain) != 4 || strings.Trim(o.Domain, "0123456789abcdef") != "" {
+		return nil, fmt.Errorf("sysfs fixture: PCI domain %q: want 4 lower-case hex digits", o.Domain)
+	}
 	n, err := New(root)
 	if err != nil {
 		return nil, err
 	}
+	n.Serial = o.Serial
+	d := o.Domain
 	s := &Standard{Node: n, MgmtLink: "eno1"}
-	s.Mgmt = Function{BDF: "0000:03:00.0", Vendor: VendorMellanox, Device: DeviceCX5, Driver: "mlx5_core", NUMA: 0,
-		PCIRoot: "pci0000:00", Netdev: "eno1", RDMADev: n.NextRDMAName(), IPv4: "192.168.10.21"}
-	s.RoCE = Function{BDF: "0000:41:00.0", Vendor: VendorMellanox, Device: DeviceCX6Dx, Driver: "mlx5_core", NUMA: 0,
-		PCIRoot: "pci0000:40", Netdev: "enp65s0f0np0", RDMADev: n.NextRDMAName(), IPv4: "10.0.1.100",
+	s.Mgmt = Function{BDF: d + ":03:00.0", Vendor: VendorMellanox, Device: DeviceCX5, Driver: "mlx5_core", NUMA: 0,
+		PCIRoot: "pci" + d + ":00", Netdev: "eno1", RDMADev: n.NextRDMAName(), IPv4: "192.168.10.21"}
+	s.RoCE = Function{BDF: d + ":41:00.0", Vendor: VendorMellanox, Device: DeviceCX6Dx, Driver: "mlx5_core", NUMA: 0,
+		PCIRoot: "pci" + d + ":40", Netdev: "enp65s0f0np0", RDMADev: n.NextRDMAName(), IPv4: "10.0.1.100",
 		TotalVFs: 16, VFDevice: DeviceCX6DxVF, VFNetdev: o.VFNetdev, MTU: 9000}
 	if s.RoCE.VFNetdev == nil {
 		s.RoCE.VFNetdev = func(i int) string { return fmt.Sprintf("enp65s0f0v%d", i) }
@@ -59,13 +76,13 @@ func NewStandard(root string, o StandardOptions) (*Standard, error) {
 	if o.RoCEVFs > s.RoCE.TotalVFs {
 		s.RoCE.TotalVFs = o.RoCEVFs
 	}
-	s.Shared = Function{BDF: "0000:81:00.0", Vendor: VendorMellanox, Device: DeviceCX6Dx, Driver: "mlx5_core", NUMA: 1,
-		PCIRoot: "pci0000:80", Netdev: "ens8f0np0", RDMADev: n.NextRDMAName(), IPv4: "192.168.2.10", MTU: 9000}
-	s.IB = Function{BDF: "0000:c1:00.0", Vendor: VendorMellanox, Device: DeviceCX7, Driver: "mlx5_core", NUMA: 1,
-		PCIRoot: "pci0000:c0", Netdev: "ibp193s0f0", RDMADev: n.NextRDMAName(), LinkLayer: InfiniBand,
+	s.Shared = Function{BDF: d + ":81:00.0", Vendor: VendorMellanox, Device: DeviceCX6Dx, Driver: "mlx5_core", NUMA: 1,
+		PCIRoot: "pci" + d + ":80", Netdev: "ens8f0np0", RDMADev: n.NextRDMAName(), IPv4: "192.168.2.10", MTU: 9000}
+	s.IB = Function{BDF: d + ":c1:00.0", Vendor: VendorMellanox, Device: DeviceCX7, Driver: "mlx5_core", NUMA: 1,
+		PCIRoot: "pci" + d + ":c0", Netdev: "ibp193s0f0", RDMADev: n.NextRDMAName(), LinkLayer: InfiniBand,
 		TotalVFs: 16, VFDevice: DeviceCX7VF, MTU: 4092}
-	s.Plain = Function{BDF: "0000:17:00.0", Vendor: VendorIntel, Device: DeviceX710, Driver: "i40e", NUMA: 0,
-		PCIRoot: "pci0000:16", Netdev: "ens1f0"}
+	s.Plain = Function{BDF: d + ":17:00.0", Vendor: VendorIntel, Device: DeviceX710, Driver: "i40e", NUMA: 0,
+		PCIRoot: "pci" + d + ":16", Netdev: "ens1f0"}
 	for _, f := range []Function{s.Mgmt, s.RoCE, s.Shared, s.IB, s.Plain} {
 		if err := n.AddFunction(f); err != nil {
 			return nil, err
