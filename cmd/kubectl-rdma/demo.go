@@ -13,6 +13,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/rdmanet/rdmanet/internal/sim"
+	"github.com/rdmanet/rdmanet/internal/textout"
 )
 
 func init() { register(newDemoCmd) }
@@ -67,7 +68,7 @@ Exit codes: 0 clean, 1 a pod failed or the host was not left as it was, 2 missin
 				res, err := sim.Cleanup(ctx, o.WorkDir, s.err)
 				if res != nil {
 					if output == "json" {
-						if jerr := writeJSONValue(s, res); jerr != nil {
+						if jerr := textout.WriteJSON(s.out, res); jerr != nil {
 							return &exitError{code: exitFindings, err: jerr}
 						}
 					} else if !res.Found {
@@ -131,8 +132,4 @@ func demoExit(err error) error {
 		return &exitError{code: exitInput, err: fmt.Errorf("demo: %w", err)}
 	}
 	return &exitError{code: exitFindings, err: fmt.Errorf("demo: %w", err)}
-}
-
-func writeJSONValue(s streams, v any) error {
-	return sim.WriteValueJSON(s.out, v)
 }

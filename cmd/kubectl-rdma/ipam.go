@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"os/signal"
 	"syscall"
@@ -13,6 +12,7 @@ import (
 
 	"github.com/rdmanet/rdmanet/internal/ipam"
 	"github.com/rdmanet/rdmanet/internal/ipam/gc"
+	"github.com/rdmanet/rdmanet/internal/textout"
 )
 
 func init() { register(newIPAMCmd) }
@@ -180,8 +180,5 @@ func writeGCJSON(s streams, rep gc.Report, dryRun bool, network string, runErr e
 	if runErr != nil {
 		j.Error = runErr.Error()
 	}
-	enc := json.NewEncoder(s.out)
-	enc.SetIndent("", "  ")
-	enc.SetEscapeHTML(false)
-	return enc.Encode(j)
+	return textout.WriteJSON(s.out, j)
 }

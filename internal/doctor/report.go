@@ -1,7 +1,6 @@
 package doctor
 
 import (
-	"encoding/json"
 	"fmt"
 	"io"
 	"sort"
@@ -162,10 +161,7 @@ func nonNil(s []string) []string {
 
 // WriteJSON writes the machine format.
 func (r *Report) WriteJSON(w io.Writer) error {
-	enc := json.NewEncoder(w)
-	enc.SetIndent("", "  ")
-	enc.SetEscapeHTML(false)
-	return enc.Encode(r)
+	return textout.WriteJSON(w, r)
 }
 
 // TextOptions control the human format.

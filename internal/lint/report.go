@@ -1,7 +1,6 @@
 package lint
 
 import (
-	"encoding/json"
 	"fmt"
 	"io"
 	"sort"
@@ -13,10 +12,7 @@ import (
 // WriteJSON writes the result in the machine format:
 // {"workloads":[{"kind","namespace","name","mode","evidence"}],"findings":[{"rule","severity","object","field","message","fix"}]}
 func (r *Result) WriteJSON(w io.Writer) error {
-	enc := json.NewEncoder(w)
-	enc.SetIndent("", "  ")
-	enc.SetEscapeHTML(false)
-	return enc.Encode(r)
+	return textout.WriteJSON(w, r)
 }
 
 // TextOptions control the human format.

@@ -1,18 +1,16 @@
 package nccl
 
 import (
-	"encoding/json"
 	"fmt"
 	"io"
 	"strings"
+
+	"github.com/rdmanet/rdmanet/internal/textout"
 )
 
 // WriteJSON writes the report for machines.
 func (r *Report) WriteJSON(w io.Writer) error {
-	enc := json.NewEncoder(w)
-	enc.SetIndent("", "  ")
-	enc.SetEscapeHTML(false)
-	return enc.Encode(r)
+	return textout.WriteJSON(w, r)
 }
 
 // WriteText writes the report for people.

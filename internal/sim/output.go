@@ -8,13 +8,13 @@ import (
 	"sort"
 	"strings"
 	"text/tabwriter"
+
+	"github.com/rdmanet/rdmanet/internal/textout"
 )
 
 // WriteJSON writes the report as exactly one JSON object.
 func WriteJSON(w io.Writer, r *Report) error {
-	enc := json.NewEncoder(w)
-	enc.SetIndent("", "  ")
-	return enc.Encode(r)
+	return textout.WriteJSON(w, r)
 }
 
 func ifaceCell(p PodReport, name string) string {
@@ -222,11 +222,4 @@ func modeOrder(m string) int {
 		}
 	}
 	return len(AllModes)
-}
-
-// WriteValueJSON writes any result (e.g. a CleanupResult) as one JSON object.
-func WriteValueJSON(w io.Writer, v any) error {
-	enc := json.NewEncoder(w)
-	enc.SetIndent("", "  ")
-	return enc.Encode(v)
 }

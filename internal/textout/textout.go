@@ -1,9 +1,11 @@
-// Package textout is the small printer the human-facing reports share
-// (lint, doctor): write-error latching and ANSI colour that is applied only
-// when the caller says the output is a terminal.
+// Package textout is what the reports share (lint, doctor, verify, nccl,
+// the demo, ipam gc): the small printer of the human format (write-error
+// latching and ANSI colour applied only when the caller says the output is a
+// terminal) and the writer of the machine format (WriteJSON).
 package textout
 
 import (
+	"encoding/json"
 	"fmt"
 	"io"
 )
@@ -40,4 +42,14 @@ func (p *Printer) C(code, s string) string {
 		return s
 	}
 	return code + s + Reset
+}
+
+// WriteJSON writes v as the machine format of every report: one JSON value,
+// indented by two spaces, with <, > and & as they are (messages and fixes
+// quote shell commands and manifests), followed by a newline.
+func WriteJSON(w io.Writer, v any) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	enc.SetEscapeHTML(false)
+	return enc.Encode(v)
 }

@@ -40,3 +40,31 @@ func TestPrinter(t *testing.T) {
 		t.Fatalf("first error must latch and stop writes: err %v, writes %d", p.Err, fw.n)
 	}
 }
+
+func TestWriteJSON(t *testing.T) {
+	tests := []struct {
+		name string
+		v    any
+		want string
+	}{
+		{"object indented by two spaces", map[string]any{"a": 1, "b": []string{"x"}}, "{\n  \"a\": 1,\n  \"b\": [\n    \"x\"\n  ]\n}\n"},
+		{"html characters kept as they are", struct {
+			Fix string `json:"fix"`
+		}{"ip link set <dev> up && echo >x"}, "{\n  \"fix\": \"ip link set <dev> up && echo >x\"\n}\n"},
+		{"nil slice", []string(nil), "null\n"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			var b bytes.Buffer
+			if err := WriteJSON(&b, tc.v); err != nil {
+				t.Fatal(err)
+			}
+			if b.String() != tc.want {
+				t.Fatalf("got %q, want %q", b.String(), tc.want)
+			}
+		})
+	}
+	if err := WriteJSON(&failWriter{}, 1); err == nil {
+		t.Fatal("a failed write must return its error")
+	}
+}

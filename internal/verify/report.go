@@ -1,7 +1,6 @@
 package verify
 
 import (
-	"encoding/json"
 	"io"
 	"strings"
 
@@ -43,10 +42,7 @@ func NewResult(reps []*Report) *Result {
 
 // WriteJSON writes the machine format.
 func (r *Result) WriteJSON(w io.Writer) error {
-	enc := json.NewEncoder(w)
-	enc.SetIndent("", "  ")
-	enc.SetEscapeHTML(false)
-	return enc.Encode(r)
+	return textout.WriteJSON(w, r)
 }
 
 // WriteText writes the result for people: per pod a header (node, mode,
