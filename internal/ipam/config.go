@@ -4,6 +4,7 @@
 package ipam
 
 import (
+	"cmp"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -241,7 +242,7 @@ func Parse(netconf []byte, env Env) (*Config, error) {
 		}
 		cfg.Warnings = append(cfg.Warnings, fmt.Sprintf("rdmanet-ipam: network %q: ipam config: %s", nc.Name, u))
 	}
-	nodeFile := firstNonEmpty(env.NodeConfigPath, DefaultNodeConfigPath)
+	nodeFile := cmp.Or(env.NodeConfigPath, DefaultNodeConfigPath)
 	for _, u := range UnknownKeys(nodeKeys) {
 		cfg.Warnings = append(cfg.Warnings, fmt.Sprintf("rdmanet-ipam: network %q: node config file %s: %s", nc.Name, nodeFile, u))
 	}
@@ -249,7 +250,7 @@ func Parse(netconf []byte, env Env) (*Config, error) {
 }
 
 func build(cniVersion, name string, ipam, node *RawIPAM, env Env) (*Config, error) {
-	cfg := &Config{CNIVersion: cniVersion, Network: firstNonEmpty(ipam.NetworkName, node.NetworkName, DefaultNetwork)}
+	cfg := &Config{CNIVersion: cniVersion, Network: cmp.Or(ipam.NetworkName, node.NetworkName, DefaultNetwork)}
 	errNet := cfg.Network
 	if name != "" && ipam.NetworkName == "" {
 		errNet = name + " (network_name unset: pool \"default\")"
@@ -272,7 +273,7 @@ func build(cniVersion, name string, ipam, node *RawIPAM, env Env) (*Config, erro
 	// explicit "local" makes addresses node-local; the kubernetes store
 	// without a usable kubeconfig fails ADD (see StoreConfig.check).
 	st := StoreConfig{}
-	nodeFile := "the node config file " + firstNonEmpty(env.NodeConfigPath, DefaultNodeConfigPath)
+	nodeFile := "the node config file " + cmp.Or(env.NodeConfigPath, DefaultNodeConfigPath)
 	setType := func(typ, from string) {
 		if st.Type == "" && typ != "" {
 			st.Type, st.TypeFrom = typ, from
@@ -289,7 +290,7 @@ func build(cniVersion, name string, ipam, node *RawIPAM, env Env) (*Config, erro
 	}{{ipam, "the network config"}, {node, nodeFile}} {
 		if s := src.raw.Store; s != nil {
 			setType(s.Type, `"store.type" in `+src.where)
-			st.Path = firstNonEmpty(st.Path, s.Path)
+			st.Path = cmp.Or(st.Path, s.Path)
 			setKubeconfig(s.Kubeconfig, `"store.kubeconfig" in `+src.where)
 		}
 		switch src.raw.Datastore {
@@ -309,17 +310,17 @@ func build(cniVersion, name string, ipam, node *RawIPAM, env Env) (*Config, erro
 	}
 	setType(env.StoreType, "$"+EnvStoreType)
 	setType(StoreKubernetes, "the default (no store configured: not in the network config, not in "+nodeFile+", not in $"+EnvStoreType+")")
-	st.Path = firstNonEmpty(st.Path, env.StorePath, DefaultLocalStorePath)
+	st.Path = cmp.Or(st.Path, env.StorePath, DefaultLocalStorePath)
 	switch st.Type {
 	case StoreLocal, StoreKubernetes:
 	default:
 		return nil, fail("store.type", st.Type, "unknown store type (set by "+st.TypeFrom+")", `use "local" or "kubernetes"`, nil)
 	}
 	cfg.Store = st
-	cfg.NodeConfigPath = firstNonEmpty(env.NodeConfigPath, DefaultNodeConfigPath)
-	cfg.NodeName = firstNonEmpty(ipam.NodeName, node.NodeName)
-	cfg.LogFile = firstNonEmpty(ipam.LogFile, node.LogFile)
-	cfg.LogLevel = firstNonEmpty(ipam.LogLevel, node.LogLevel)
+	cfg.NodeConfigPath = cmp.Or(env.NodeConfigPath, DefaultNodeConfigPath)
+	cfg.NodeName = cmp.Or(ipam.NodeName, node.NodeName)
+	cfg.LogFile = cmp.Or(ipam.LogFile, node.LogFile)
+	cfg.LogLevel = cmp.Or(ipam.LogLevel, node.LogLevel)
 	// Whereabouts reads enable_overlapping_ranges from the network config
 	// only: it keeps the network config's value (default true) across the
 	// merge of its flat file.
@@ -711,15 +712,6 @@ func normalizeExcludes(in []netip.Prefix) []netip.Prefix {
 		out = append(out, p)
 	}
 	return out
-}
-
-func firstNonEmpty(s ...string) string {
-	for _, v := range s {
-		if v != "" {
-			return v
-		}
-	}
-	return ""
 }
 
 func prefixStrings(ps []netip.Prefix) []string {

@@ -2,6 +2,7 @@ package ipam
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -142,7 +143,7 @@ func (p *Plugin) load(args *skel.CmdArgs) (*Config, string, Owner, error) {
 	for _, w := range cfg.Warnings {
 		p.warn(cfg, w)
 	}
-	node := firstNonEmpty(cfg.NodeName, p.Getenv(EnvNodeName))
+	node := cmp.Or(cfg.NodeName, p.Getenv(EnvNodeName))
 	if node == "" {
 		if node, err = p.Hostname(); err != nil {
 			return nil, "", Owner{}, fmt.Errorf("rdmanet-ipam: node name: %w; fix: set node_name or NODENAME", err)

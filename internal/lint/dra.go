@@ -1,6 +1,7 @@
 package lint
 
 import (
+	"cmp"
 	"fmt"
 	"regexp"
 	"strings"
@@ -563,7 +564,7 @@ func (c *checker) checkDRA(w *workload) {
 			continue
 		}
 		u := unpinned[0]
-		c.add("RDMA092", w.obj, u.pc.field, fmt.Sprintf("network %q (%s) needs a device of pool %s, but %s does not pin that pool (it selects %s devices of driver %s in any pool); the scheduler may allocate a device of another pool and the attachment then fails", n.sel.Name, n.nad.Ref(), rn, u, firstNonEmpty(u.req.kind, "all"), DRADriver), fix)
+		c.add("RDMA092", w.obj, u.pc.field, fmt.Sprintf("network %q (%s) needs a device of pool %s, but %s does not pin that pool (it selects %s devices of driver %s in any pool); the scheduler may allocate a device of another pool and the attachment then fails", n.sel.Name, n.nad.Ref(), rn, u, cmp.Or(u.req.kind, "all"), DRADriver), fix)
 	}
 }
 

@@ -1,6 +1,7 @@
 package lint
 
 import (
+	"cmp"
 	"fmt"
 	"net"
 	"regexp"
@@ -109,7 +110,7 @@ func (c *checker) checkRendezvous(w *workload) {
 			}
 		}
 		if w.obj.Kind == "Pod" {
-			hn := firstNonEmpty(w.t.Spec.Hostname, w.obj.Name)
+			hn := cmp.Or(w.t.Spec.Hostname, w.obj.Name)
 			if hn != host {
 				c.add("RDMA082", w.obj, e.field, fmt.Sprintf("MASTER_ADDR host %q is not this pod's hostname %q", host, hn), "")
 			}

@@ -1,6 +1,7 @@
 package lint
 
 import (
+	"cmp"
 	"fmt"
 	"net"
 	"strings"
@@ -79,7 +80,7 @@ func (c *checker) checkScheduling(w *workload) {
 	if n > 1 && training {
 		sched := w.t.Spec.SchedulerName
 		if !gangSchedulers[sched] && !hasMarker(w.t.Meta.Annotations, w.t.Meta.Labels, w.obj.Labels, w.obj.Annotations) {
-			c.add("RDMA085", w.obj, w.t.Field("spec.schedulerName"), fmt.Sprintf("%d pods must all run for training to progress, but scheduler %q admits them one by one; partially started jobs hold GPUs and RDMA devices and can deadlock each other", n, firstNonEmpty(sched, "default-scheduler")), "")
+			c.add("RDMA085", w.obj, w.t.Field("spec.schedulerName"), fmt.Sprintf("%d pods must all run for training to progress, but scheduler %q admits them one by one; partially started jobs hold GPUs and RDMA devices and can deadlock each other", n, cmp.Or(sched, "default-scheduler")), "")
 		}
 		if !spreadsByHost(w.t.Spec) {
 			c.add("RDMA086", w.obj, w.t.Field("spec.affinity"), fmt.Sprintf("%d replicas and no required podAntiAffinity or DoNotSchedule spread on kubernetes.io/hostname: two members may land on one node and share its NIC", n), fmt.Sprintf("add spec.affinity.podAntiAffinity.requiredDuringSchedulingIgnoredDuringExecution with labelSelector.matchLabels %s and topologyKey kubernetes.io/hostname", labelString(w.t.Meta.Labels)))
@@ -143,7 +144,7 @@ func (c *checker) checkClusterPolicy() {
 			continue
 		}
 		if v, _ := manifest.Get(o.Data, "spec.driver.rdma.enabled"); v != true {
-			c.add("RDMA088", o, "spec.driver.rdma.enabled", fmt.Sprintf("ClusterPolicy %s does not set spec.driver.rdma.enabled: true, but the input has RDMA GPU workloads; without nvidia-peermem NCCL moves data through host memory (no /GDRDMA)", firstNonEmpty(o.Name, "<unnamed>")), "")
+			c.add("RDMA088", o, "spec.driver.rdma.enabled", fmt.Sprintf("ClusterPolicy %s does not set spec.driver.rdma.enabled: true, but the input has RDMA GPU workloads; without nvidia-peermem NCCL moves data through host memory (no /GDRDMA)", cmp.Or(o.Name, "<unnamed>")), "")
 		}
 	}
 }

@@ -1,6 +1,7 @@
 package lint
 
 import (
+	"cmp"
 	"fmt"
 	"net"
 	"regexp"
@@ -120,7 +121,7 @@ func (c *checker) checkNetworkRefs(w *workload) {
 					}
 					c.add("RDMA021", w.obj, n.field, fmt.Sprintf("network %q is looked up in namespace %q, but the NAD exists only as %s", qualified, orDefault(w.ns), strings.Join(where, ", ")), fix)
 				case haveNADs:
-					c.add("RDMA020", w.obj, n.field, fmt.Sprintf("network %q references NetworkAttachmentDefinition %s, which is not in the input; Multus fails the pod sandbox", qualified, manifest.Ref("NetworkAttachmentDefinition", firstNonEmpty(n.sel.Namespace, w.ns), n.sel.Name)), "create the NAD or fix the name in the annotation")
+					c.add("RDMA020", w.obj, n.field, fmt.Sprintf("network %q references NetworkAttachmentDefinition %s, which is not in the input; Multus fails the pod sandbox", qualified, manifest.Ref("NetworkAttachmentDefinition", cmp.Or(n.sel.Namespace, w.ns), n.sel.Name)), "create the NAD or fix the name in the annotation")
 				default:
 					c.addSev("RDMA020", Info, w.obj, n.field, fmt.Sprintf("network %q: its NetworkAttachmentDefinition is not in the input, so the NAD, resource name and interface chain cannot be checked", qualified), "lint the NAD and the device plugin config together with the workload")
 				}
@@ -168,7 +169,7 @@ func (c *checker) checkNetworkRefs(w *workload) {
 			}
 			if n, f := w.draPinned(rn); n > 0 {
 				have += n
-				field = firstNonEmpty(field, f)
+				field = cmp.Or(field, f)
 			}
 			if have == 0 {
 				continue // RDMA014/RDMA010 report it
@@ -364,7 +365,7 @@ func (c *checker) checkNCCL(w *workload) {
 			}
 			got := matching(e.value, append([]string{"lo"}, ifaces...))
 			if ifaces != nil && len(got) == 0 {
-				c.add("RDMA073", w.obj, e.field, fmt.Sprintf("NCCL_SOCKET_IFNAME=%q selects none of the pod's interfaces (%s); NCCL bootstrap fails to find a socket interface", e.value, strings.Join(ifaces, ", ")), fmt.Sprintf("make it match the annotation's interface, e.g. NCCL_SOCKET_IFNAME=\"=%s\"", firstNonEmpty(firstOf(sec), "eth0")))
+				c.add("RDMA073", w.obj, e.field, fmt.Sprintf("NCCL_SOCKET_IFNAME=%q selects none of the pod's interfaces (%s); NCCL bootstrap fails to find a socket interface", e.value, strings.Join(ifaces, ", ")), fmt.Sprintf("make it match the annotation's interface, e.g. NCCL_SOCKET_IFNAME=\"=%s\"", cmp.Or(firstOf(sec), "eth0")))
 			} else if len(sec) > 0 && contains(got, "eth0") {
 				c.add("RDMA072", w.obj, e.field, fmt.Sprintf("NCCL_SOCKET_IFNAME=%q selects eth0 although the pod has the training interface %s; NCCL bootstrap and socket traffic run on the pod network", e.value, strings.Join(sec, ", ")), fmt.Sprintf("set NCCL_SOCKET_IFNAME=\"=%s\"", sec[0]))
 			}
@@ -443,15 +444,6 @@ func firstOf(xs []string) string {
 		return ""
 	}
 	return xs[0]
-}
-
-func firstNonEmpty(xs ...string) string {
-	for _, x := range xs {
-		if x != "" {
-			return x
-		}
-	}
-	return ""
 }
 
 func orDefault(ns string) string {

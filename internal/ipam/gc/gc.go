@@ -4,6 +4,7 @@
 package gc
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -162,7 +163,7 @@ func Run(ctx context.Context, opts Options) (Report, error) {
 					reason = ReasonStale
 				}
 			}
-		} else if node := firstNonEmpty(a.Node, b.Spec.Node); !nodes[node] {
+		} else if node := cmp.Or(a.Node, b.Spec.Node); !nodes[node] {
 			reason = ReasonNodeGone
 		}
 		if reason != "" && young(a, now, grace) {
@@ -351,15 +352,6 @@ func apply(ctx context.Context, opts Options, b *v1alpha1.IPAMBlock, rel []Relea
 		return released, false, nil
 	}
 	return released, false, fmt.Errorf("gave up after %d conflicting attempts: %w", maxAttempts, ipam.ErrConflict)
-}
-
-func firstNonEmpty(s ...string) string {
-	for _, v := range s {
-		if v != "" {
-			return v
-		}
-	}
-	return ""
 }
 
 func cmpStr(a, b string) int {
