@@ -53,6 +53,9 @@ type recState struct {
 	NetnsMode string             `json:"netnsMode"`
 	VFs       map[string]VFState `json:"vfs"`
 	RDMA      map[string]rdmaLoc `json:"rdma"`
+	// IBVFs and Rebinds are InfiniBand VF GUIDs and driver rebinds (ibrecord.go).
+	IBVFs   map[string]IBGUIDs `json:"ibVFs,omitempty"`
+	Rebinds map[string]int     `json:"rebinds,omitempty"`
 }
 
 func vfKey(pf string, vf int) string { return fmt.Sprintf("%s/%d", pf, vf) }
