@@ -47,6 +47,9 @@ type Port struct {
 	// GIDTableLen is the number of slots of an Ethernet port's GID table
 	// (entries of ports/N/gids, used or not).
 	GIDTableLen int `json:"gid_table_len,omitempty"`
+	// IB is what the subnet manager gave an InfiniBand port (nil on
+	// Ethernet ports): see IBPort.
+	IB *IBPort `json:"ib,omitempty"`
 }
 
 // RecommendedGIDIndex returns the RoCEv2 IPv4 GID index of an Ethernet port:
@@ -469,6 +472,9 @@ func readPort(fs sysfs.FS, ib string, port int) Port {
 			st = strings.TrimSpace(st[i+1:])
 		}
 		p.State = st
+	}
+	if p.LinkLayer == LinkInfiniBand {
+		p.IB = readIBPort(fs, ib, port)
 	}
 	if p.LinkLayer != LinkEthernet {
 		return p
