@@ -19,6 +19,7 @@ func Run(in *Input) *Report {
 	}
 	c.devices()
 	c.link()
+	c.ibPorts()
 	c.netns()
 	c.sriov()
 	c.gid()

@@ -78,6 +78,8 @@ const (
 	IDNCCLGIDIndex  = "nccl-gid-index"
 	IDWhereabouts   = "whereabouts"
 	IDCNIFallbacks  = "cni-fallbacks"
+	IDIBPort        = "ib-port"
+	IDIBPKey        = "ib-pkey"
 )
 
 // Catalogue lists every check, in report order.
@@ -88,6 +90,8 @@ var Catalogue = []CheckInfo{
 	{IDPortState, SecLink, "every RDMA port is ACTIVE"},
 	{IDNetdevState, SecLink, "the netdev of every RDMA device is administratively and operationally up"},
 	{IDLinkLayer, SecLink, "every RDMA port reports its link layer (InfiniBand or Ethernet/RoCE)"},
+	{IDIBPort, SecLink, "every InfiniBand port has a LID and an SM LID (a subnet manager configured it) and a non-empty PKey table"},
+	{IDIBPKey, SecLink, "every PKey the pod's networks use (--pkey) is in the IB port's PKey table with full membership"},
 	{IDNetnsMode, SecNetns, "the RDMA subsystem's netns mode is known (kernel, or --rdma-netns-mode)"},
 	{IDNetnsFit, SecNetns, "the netns mode fits the hardware: exclusive for SR-IOV VF pods, shared for shared-HCA pods"},
 	{IDSRIOVVFs, SecSRIOV, "SR-IOV PFs have VFs enabled, all present, each with an RDMA device"},
@@ -133,6 +137,10 @@ type Input struct {
 	// TrainingIfs are interfaces the operator names as training
 	// interfaces (--training-if), in addition to the detected ones.
 	TrainingIfs []string
+
+	// PKeys are the InfiniBand partitions the pod's networks use (the
+	// ib-sriov/ipoib NADs' pkey); each must be in the IB ports' tables.
+	PKeys []uint16
 
 	// Env holds the NCCL_* variables checked; EnvSource says whose they are.
 	Env       map[string]string

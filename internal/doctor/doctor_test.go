@@ -80,6 +80,9 @@ func newHost(t *testing.T, fresh bool) *host {
 	h := emptyHost(t)
 	if fresh {
 		std, err := sysfsfixture.NewStandard(h.sys, sysfsfixture.StandardOptions{})
+		if err == nil {
+			err = withSM(std)
+		}
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -88,6 +91,9 @@ func newHost(t *testing.T, fresh bool) *host {
 		shared.once.Do(func() {
 			if shared.dir, shared.err = os.MkdirTemp("", "doctor-sys-"); shared.err == nil {
 				shared.std, shared.err = sysfsfixture.NewStandard(shared.dir, sysfsfixture.StandardOptions{})
+			}
+			if shared.err == nil {
+				shared.err = withSM(shared.std)
 			}
 		})
 		if shared.err != nil {
@@ -100,6 +106,12 @@ func newHost(t *testing.T, fresh bool) *host {
 		write(t, filepath.Join(h.dev, "infiniband", "uverbs"+strconv.Itoa(i)), "")
 	}
 	return h
+}
+
+// withSM gives the standard node's InfiniBand port what a subnet manager
+// sets (LID, SM LID, the default partition), as on a working fabric.
+func withSM(std *sysfsfixture.Standard) error {
+	return std.SetIBPort(std.IB.RDMADev, sysfsfixture.IBPort{LID: 0x21, SMLID: 1})
 }
 
 // emptyHost has procfs and /dev but an empty sysfs tree.
@@ -129,6 +141,7 @@ func emptyHost(t *testing.T) *host {
 			"PATH":               "/usr/bin",
 		},
 		EnvSource: "test",
+		PKeys:     []uint16{0x7fff},
 	}
 	return h
 }
@@ -207,6 +220,16 @@ func TestChecks(t *testing.T) {
 				t.Fatal(err)
 			}
 		}, want: doctor.Warn, msg: "0000:99:00.0"},
+
+		{name: "IB port configured by an SM", id: doctor.IDIBPort, want: doctor.Pass, msg: "mlx5_3 port 1 (ibp193s0f0): LID 0x21, SM LID 0x1, PKeys 0xffff"},
+		{name: "IB port without SM", fresh: true, id: doctor.IDIBPort, setup: func(t *testing.T, h *host) {
+			if err := h.std.SetIBPort("mlx5_3", sysfsfixture.IBPort{}); err != nil {
+				t.Fatal(err)
+			}
+		}, want: doctor.Fail, msg: "mlx5_3 port 1 (ibp193s0f0): LID 0: no subnet manager"},
+		{name: "pod's PKey in the IB port's table", id: doctor.IDIBPKey, want: doctor.Pass, msg: "mlx5_3 port 1 (ibp193s0f0): full member of PKey 0xffff"},
+		{name: "pod's PKey missing", id: doctor.IDIBPKey, setup: func(t *testing.T, h *host) { h.opts.PKeys = []uint16{0x8005} },
+			want: doctor.Fail, msg: "PKey 0x8005 is not in the port's table (0xffff)"},
 
 		{name: "ports active", id: doctor.IDPortState, want: doctor.Pass, msg: "mlx5_1 port 1 (enp65s0f0np0): ACTIVE, RoCE"},
 		{name: "port down", fresh: true, id: doctor.IDPortState, setup: func(t *testing.T, h *host) {

@@ -37,6 +37,8 @@ type GatherOptions struct {
 	// CNIBinDir is the node's CNI bin directory, whose whereabouts binary is
 	// checked; "" skips the check.
 	CNIBinDir string
+	// PKeys are the InfiniBand partitions the pod's networks use (Input.PKeys).
+	PKeys []uint16
 }
 
 // Gather reads the system into an Input. It fails only when the sysfs root
@@ -60,6 +62,7 @@ func Gather(o GatherOptions) (*Input, error) {
 		return nil, fmt.Errorf("sysfs root %s is not a directory", o.SysfsRoot)
 	}
 	in := &Input{
+		PKeys:         o.PKeys,
 		SysfsRoot:     o.SysfsRoot,
 		DevRoot:       o.DevRoot,
 		NetnsModeFlag: o.NetnsModeFlag,
