@@ -7,11 +7,12 @@ package cluster_test
 import (
 	"encoding/json"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"reflect"
 	"regexp"
-	"sort"
+	"slices"
 	"strings"
 	"testing"
 
@@ -71,7 +72,7 @@ func diff(path string, want, got any) []string {
 			keys[k] = true
 		}
 		var out []string
-		for _, k := range sortedKeys(keys) {
+		for _, k := range slices.Sorted(maps.Keys(keys)) {
 			p := path + "." + k
 			wv, wok := w[k]
 			gv, gok := g[k]
@@ -100,15 +101,6 @@ func diff(path string, want, got any) []string {
 		}
 		return nil
 	}
-}
-
-func sortedKeys(m map[string]bool) []string {
-	out := make([]string, 0, len(m))
-	for k := range m {
-		out = append(out, k)
-	}
-	sort.Strings(out)
-	return out
 }
 
 // diffFiles compares two manifest files object by object.

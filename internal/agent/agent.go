@@ -10,9 +10,10 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"os"
 	"path/filepath"
-	"sort"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -403,7 +404,7 @@ func (a *Agent) serve(snap *Snapshot) []*deviceplugin.Server {
 		}
 	}
 	kubeletChanged := a.kubeletRestarted()
-	for _, res := range sortedKeys(want) {
+	for _, res := range slices.Sorted(maps.Keys(want)) {
 		p := want[res]
 		srv := a.servers[res]
 		if srv == nil {
@@ -542,15 +543,6 @@ func (a *Agent) stopAll() {
 		srv.Stop()
 		delete(a.servers, res)
 	}
-}
-
-func sortedKeys(m map[string]*deviceplugin.Pool) []string {
-	out := make([]string, 0, len(m))
-	for k := range m {
-		out = append(out, k)
-	}
-	sort.Strings(out)
-	return out
 }
 
 // Alive is the agent's liveness (/healthz): nil while the Run loop goes

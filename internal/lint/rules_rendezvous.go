@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net"
 	"regexp"
+	"slices"
 	"strings"
 )
 
@@ -78,7 +79,7 @@ func (c *checker) checkRendezvous(w *workload) {
 		}
 	}
 	if len(bad) > 0 {
-		sortStrings(bad)
+		slices.Sort(bad)
 		c.add("RDMA081", s.obj, "spec.selector", fmt.Sprintf("Service %s is the rendezvous address of %s but its selector matches none of its pods: %s", s.obj.Name, w.obj.Ref(), strings.Join(bad, "; ")), "make the selector a subset of the pod template's labels")
 	}
 	if host == "" {
@@ -168,12 +169,4 @@ func refOrNS(kind, ns, name string) string {
 		return kind + "/" + name
 	}
 	return kind + "/" + ns + "/" + name
-}
-
-func sortStrings(xs []string) {
-	for i := 1; i < len(xs); i++ {
-		for j := i; j > 0 && xs[j] < xs[j-1]; j-- {
-			xs[j], xs[j-1] = xs[j-1], xs[j]
-		}
-	}
 }

@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"fmt"
 	"net"
+	"slices"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
@@ -154,6 +155,6 @@ func labelString(m map[string]string) string {
 	for k, v := range m {
 		parts = append(parts, k+": "+v)
 	}
-	sortStrings(parts)
+	slices.Sort(parts)
 	return "{" + strings.Join(parts, ", ") + "}"
 }

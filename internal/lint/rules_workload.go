@@ -3,8 +3,10 @@ package lint
 import (
 	"cmp"
 	"fmt"
+	"maps"
 	"net"
 	"regexp"
+	"slices"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
@@ -158,7 +160,7 @@ func (c *checker) checkNetworkRefs(w *workload) {
 				attach[n.nad.ResourceName] = append(attach[n.nad.ResourceName], n.sel.Name+"@"+n.sel.Interface)
 			}
 		}
-		for _, rn := range sortedKeysOf(attach) {
+		for _, rn := range slices.Sorted(maps.Keys(attach)) {
 			var have int64
 			var field string
 			for _, r := range rdmaRes {
@@ -459,15 +461,6 @@ func quoteVal(s string) string {
 		s = s[:77] + "..."
 	}
 	return fmt.Sprintf("%q", s)
-}
-
-func sortedKeysOf(m map[string][]string) []string {
-	out := make([]string, 0, len(m))
-	for k := range m {
-		out = append(out, k)
-	}
-	sortStrings(out)
-	return out
 }
 
 func nadKindForResource(w *workload, rn string) string {

@@ -4,7 +4,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"regexp"
+	"slices"
 	"sort"
 	"strings"
 
@@ -88,7 +90,7 @@ func PoolsFromObject(o *Object) ([]*Pool, []*PoolConfigError) {
 		data, _ := o.Data["data"].(map[string]any)
 		var pools []*Pool
 		var errs []*PoolConfigError
-		for _, k := range sortedKeys(data) {
+		for _, k := range slices.Sorted(maps.Keys(data)) {
 			s, _ := data[k].(string)
 			if !looksLikePoolConfig(s) {
 				continue

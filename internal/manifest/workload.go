@@ -4,7 +4,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"sort"
+	"maps"
+	"slices"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
@@ -89,13 +90,13 @@ func templateLocations(o *Object) ([]templateLoc, bool) {
 		// PyTorchJob, MPIJob, TFJob, XGBoostJob, PaddleJob, ...:
 		// spec.<x>ReplicaSpecs.<Role>.template
 		var locs []templateLoc
-		keys := sortedKeys(spec)
+		keys := slices.Sorted(maps.Keys(spec))
 		for _, k := range keys {
 			if !strings.HasSuffix(k, "ReplicaSpecs") {
 				continue
 			}
 			roles, _ := spec[k].(map[string]any)
-			for _, role := range sortedKeys(roles) {
+			for _, role := range slices.Sorted(maps.Keys(roles)) {
 				base := "spec." + k + "." + role
 				if _, ok := Get(o.Data, base+".template"); ok {
 					locs = append(locs, templateLoc{path: base + ".template", role: role, replicas: intAt(base + ".replicas")})
@@ -226,15 +227,6 @@ func decodeInto(raw any, v any) error {
 		return err
 	}
 	return nil
-}
-
-func sortedKeys(m map[string]any) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	return keys
 }
 
 // Decode converts the object into a typed API struct (e.g. corev1.Service).

@@ -5,7 +5,9 @@ package nccl
 
 import (
 	"fmt"
+	"maps"
 	"regexp"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -293,7 +295,7 @@ func (r *Report) envDiffers(vars ...string) string {
 		switch {
 		case len(byVal) > 1:
 			var parts []string
-			for _, val := range sortedKeys(byVal) {
+			for _, val := range slices.Sorted(maps.Keys(byVal)) {
 				parts = append(parts, fmt.Sprintf("%s on %s", val, strings.Join(keys(byVal[val]), ", ")))
 			}
 			out += fmt.Sprintf("; ranks set %s differently (%s)", v, strings.Join(parts, "; "))
@@ -303,15 +305,6 @@ func (r *Report) envDiffers(vars ...string) string {
 			}
 		}
 	}
-	return out
-}
-
-func sortedKeys[V any](m map[string]V) []string {
-	out := make([]string, 0, len(m))
-	for k := range m {
-		out = append(out, k)
-	}
-	sort.Strings(out)
 	return out
 }
 

@@ -4,6 +4,8 @@ package verify
 
 import (
 	"fmt"
+	"maps"
+	"slices"
 	"strings"
 
 	nadv1 "github.com/k8snetworkplumbingwg/network-attachment-definition-client/pkg/apis/k8s.cni.cncf.io/v1"
@@ -85,7 +87,7 @@ func (c *checker) nadResource() {
 		case len(draClaims(c.pod)) > 0:
 			oks = append(oks, fmt.Sprintf("NAD %s resourceName %s: the pod's devices come from DRA ResourceClaims %s (the meta CNI takes the claim device whose ResourceSlice names that resource; device-info below shows which)", key, n.ResourceName, strings.Join(draClaims(c.pod), ", ")))
 		default:
-			probs = append(probs, fmt.Sprintf("NAD %s has resourceName %s but the pod does not request it (it requests: %s)", key, n.ResourceName, orNone(sortedKeys(c.resources))))
+			probs = append(probs, fmt.Sprintf("NAD %s has resourceName %s but the pod does not request it (it requests: %s)", key, n.ResourceName, orNone(slices.Sorted(maps.Keys(c.resources)))))
 		}
 	}
 	switch {

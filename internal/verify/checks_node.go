@@ -4,6 +4,8 @@ package verify
 
 import (
 	"fmt"
+	"maps"
+	"slices"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
@@ -34,7 +36,7 @@ func (c *checker) node() {
 		return
 	}
 	n := c.f.Node
-	for _, res := range sortedKeys(c.resources) {
+	for _, res := range slices.Sorted(maps.Keys(c.resources)) {
 		if claim := extendedClaim(c.pod, res); claim != "" {
 			// a node serving the resource through DRA only reports it with
 			// 0 allocatable; kube-scheduler made this claim for it

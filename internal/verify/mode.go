@@ -3,7 +3,8 @@ package verify
 import (
 	"encoding/json"
 	"fmt"
-	"sort"
+	"maps"
+	"slices"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
@@ -38,7 +39,7 @@ func DetectMode(pod *corev1.Pod, nads map[string]*NAD) (string, []string, error)
 		return ModeUnknown, nil, fmt.Errorf("pod %s/%s: decode for lint: %w (%d objects)", pod.Namespace, pod.Name, err, len(objs))
 	}
 	var ctx []*manifest.Object
-	for _, k := range sortedKeys(nads) {
+	for _, k := range slices.Sorted(maps.Keys(nads)) {
 		n := nads[k]
 		if n == nil || len(n.Raw) == 0 {
 			continue
@@ -54,15 +55,6 @@ func DetectMode(pod *corev1.Pod, nads map[string]*NAD) (string, []string, error)
 		return ModeUnknown, nil, fmt.Errorf("pod %s/%s: lint: %w", pod.Namespace, pod.Name, err)
 	}
 	return res.Mode, res.Evidence, nil
-}
-
-func sortedKeys[V any](m map[string]V) []string {
-	ks := make([]string, 0, len(m))
-	for k := range m {
-		ks = append(ks, k)
-	}
-	sort.Strings(ks)
-	return ks
 }
 
 // Selections are the pod's networks annotation, parsed, with namespaces

@@ -12,7 +12,8 @@ package confkeys
 import (
 	"encoding/json"
 	"fmt"
-	"sort"
+	"maps"
+	"slices"
 	"strings"
 )
 
@@ -66,16 +67,7 @@ func Keys(stdin []byte) ([]string, error) {
 	if err := json.Unmarshal(stdin, &m); err != nil {
 		return nil, fmt.Errorf("config keys: %w", err)
 	}
-	return sortedKeys(m), nil
-}
-
-func sortedKeys[V any](m map[string]V) []string {
-	out := make([]string, 0, len(m))
-	for k := range m {
-		out = append(out, k)
-	}
-	sort.Strings(out)
-	return out
+	return slices.Sorted(maps.Keys(m)), nil
 }
 
 // Check returns a Finding per key of keys the plugin does not read, in
@@ -130,7 +122,7 @@ func (c Catalogue) hint(lk string, hints, known map[string]string) string {
 	}
 	nk := normalize(lk)
 	best, bestD := "", 0
-	for _, lower := range sortedKeys(known) {
+	for _, lower := range slices.Sorted(maps.Keys(known)) {
 		canon := known[lower]
 		d := distance(nk, normalize(lower))
 		if d == 0 {

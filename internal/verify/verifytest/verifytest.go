@@ -6,7 +6,8 @@
 package verifytest
 
 import (
-	"sort"
+	"maps"
+	"slices"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
@@ -31,7 +32,7 @@ func BasePod(name string, limits map[string]string, env map[string]string, opts 
 		rl[corev1.ResourceName(k)] = resource.MustParse(v)
 	}
 	var ev []corev1.EnvVar
-	for _, k := range sortedKeys(env) {
+	for _, k := range slices.Sorted(maps.Keys(env)) {
 		ev = append(ev, corev1.EnvVar{Name: k, Value: env[k]})
 	}
 	p := &corev1.Pod{
@@ -134,7 +135,7 @@ const StatusDefault = "CapInh:\t0000000000000000\nCapPrm:\t00000000a80425fb\nCap
 func EnvOut(env map[string]string) string {
 	var b strings.Builder
 	b.WriteString("PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin\nHOSTNAME=face-trainer-0\n")
-	for _, k := range sortedKeys(env) {
+	for _, k := range slices.Sorted(maps.Keys(env)) {
 		b.WriteString(k + "=" + env[k] + "\n")
 	}
 	b.WriteString("HOME=/root\n")
@@ -240,12 +241,3 @@ face-trainer-0:41:97 [0] NCCL INFO Using network Socket
 face-trainer-0:41:97 [0] NCCL INFO comm 0x0f2a52e6b438 rank 0 nranks 2 cudaDev 0 nvmlDev 0 busId 18000 commId 0x5e3b9c07a41d2f68 - Init START
 face-trainer-0:41:97 [0] NCCL INFO Channel 00/0 : 1[0] -> 0[0] [receive] via NET/Socket/0
 `
-
-func sortedKeys(m map[string]string) []string {
-	ks := make([]string, 0, len(m))
-	for k := range m {
-		ks = append(ks, k)
-	}
-	sort.Strings(ks)
-	return ks
-}
