@@ -250,6 +250,7 @@ func common(a map[resourceapi.QualifiedName]resourceapi.DeviceAttribute, node *i
 	setString(a, AttrPCIDevice, f.Device)
 	setString(a, AttrMultusDeviceID, f.BDF)
 	setString(a, AttrMultusResourceName, p.Resource)
+	ibAttrs(a, f)
 	return rootErr
 }
 

@@ -158,6 +158,8 @@ func TestDevices(t *testing.T) {
 				"pfPciAddress":                    "0000:c1:00.0",
 				"vfIndex":                         "1",
 				"rdmaDevice":                      "mlx5_9",
+				"nodeGUID":                        "b8:59:9f:03:00:09:00:09", // IB devices carry their GUIDs
+				"portGUID":                        "b8:59:9f:03:00:09:00:09",
 				"rdmaNetnsMode":                   "exclusive",
 				"driver":                          "mlx5_core",
 				"pciVendor":                       "15b3",

@@ -108,3 +108,18 @@ func (f *Function) IBPortOf() *IBPort {
 	}
 	return nil
 }
+
+// LinkGUID converts a GUID in node_guid's form (0c42:a103:0065:8e81) to
+// the form ip link and ib-sriov-cni use (0c:42:a1:03:00:65:8e:81); "" when
+// it is not one.
+func LinkGUID(s string) string {
+	h := strings.ReplaceAll(strings.TrimSpace(s), ":", "")
+	if len(h) != 16 {
+		return ""
+	}
+	return gidGUID(strings.Repeat("0", 16) + h)
+}
+
+// ZeroGUID reports whether a GUID (either form) is all zeros: a VF whose
+// GUID has not been set.
+func ZeroGUID(s string) bool { return strings.Trim(strings.ReplaceAll(s, ":", ""), "0") == "" }
