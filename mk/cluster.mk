@@ -9,7 +9,7 @@
 #   sudo make cluster-down    stop everything and check the machine is as before
 #   sudo make test-cluster    the single-node scenarios: up (NODES=1) -> scenarios -> down (make test)
 #   sudo make test-cluster-multi
-#                             the cross-node scenarios: up (NODES=3) -> scenarios -> down (make test)
+#                             the cross-node scenarios: up (NODES=4, SHARED_NODES=2) -> scenarios -> down (make test)
 #   sudo make bench-cluster   pod start times: rdmanet vs plain pods vs Multus + Whereabouts
 CLUSTER_DIR ?= $(CURDIR)/_output/cluster
 NODES ?= 3
@@ -48,13 +48,13 @@ test-cluster: cluster-bin
 	  $(GO) test -tags clustertest -count=1 -timeout 60m -v -run 'TestCluster$$|TestKubeletConfig' ./test/cluster/ 2>&1 | tee $(CURDIR)/_output/test-cluster.log; \
 	  exit $${PIPESTATUS[0]}
 
-# The cross-node tier: three nodes (two exclusive, one shared): DNS and
-# Services through CoreDNS and kube-proxy on every node, the seed's Job with
-# its ranks on two nodes and bytes across net1, kubectl rdma verify's pair
-# matrix, node loss and return.
+# The cross-node tier: four nodes (two exclusive, two shared): DNS and
+# Services through CoreDNS and kube-proxy on every node, the seed's
+# exclusive Job and the shared Job each with its ranks on two nodes and
+# bytes across net1, kubectl rdma verify's pair matrix, node loss and return.
 test-cluster-multi: cluster-bin
 	@mkdir -p $(CURDIR)/_output
 	$(GO) vet -tags clustertest ./test/cluster/
-	RDMANET_CLUSTER_BIN=$(CLUSTER_BIN) RDMANET_CLUSTER_DIR=$(CLUSTER_DIR) RDMANET_CLUSTER_NODES=3 \
+	RDMANET_CLUSTER_BIN=$(CLUSTER_BIN) RDMANET_CLUSTER_DIR=$(CLUSTER_DIR) RDMANET_CLUSTER_NODES=4 RDMANET_CLUSTER_SHARED_NODES=2 \
 	  $(GO) test -tags clustertest -count=1 -timeout 60m -v -run 'TestMultiNode' ./test/cluster/ 2>&1 | tee $(CURDIR)/_output/test-cluster-multi.log; \
 	  exit $${PIPESTATUS[0]}

@@ -50,7 +50,11 @@ func run(m *testing.M) int {
 	if nodes == "" {
 		nodes = "1"
 	}
-	up := exec.Command(bin, "up", "--state-dir", dir, "--repo", repo, "--nodes", nodes)
+	args := []string{"up", "--state-dir", dir, "--repo", repo, "--nodes", nodes}
+	if shared := os.Getenv("RDMANET_CLUSTER_SHARED_NODES"); shared != "" {
+		args = append(args, "--shared-nodes", shared)
+	}
+	up := exec.Command(bin, args...)
 	up.Stdout, up.Stderr = os.Stdout, os.Stderr
 	upErr := up.Run()
 	code := 1

@@ -18,8 +18,8 @@ import (
 	"github.com/rdmanet/rdmanet/test/cluster"
 )
 
-// The cross-node tier (`make test-cluster-multi`): three nodes, the first
-// two exclusive, the third shared; CoreDNS and kube-proxy serve Services.
+// The cross-node tier (`make test-cluster-multi`): four nodes, the first
+// two exclusive, the last two shared; CoreDNS and kube-proxy serve Services.
 func TestMultiNode(t *testing.T) {
 	if len(state.Nodes) < 3 {
 		t.Fatalf("the cross-node scenarios need 3 nodes, the cluster has %d; run: make test-cluster-multi (RDMANET_CLUSTER_NODES=3)", len(state.Nodes))
@@ -27,6 +27,7 @@ func TestMultiNode(t *testing.T) {
 	t.Run("nodes Ready in their modes", testNodesReady)
 	t.Run("cluster DNS and ClusterIP Services from every node", testClusterDNS)
 	t.Run("exclusive seed job: ranks on two nodes, bytes across net1", testExclusiveAcrossNodes)
+	t.Run("shared job: ranks on two shared nodes, bytes across net1", testSharedAcrossNodes)
 	t.Run("node loss: addresses freed, pods back elsewhere, node back", testNodeLoss)
 }
 
@@ -110,16 +111,57 @@ type rendezvous struct {
 	RTTP99     float64  `json:"rttP99us"`
 }
 
+// crossJob is one of the seeds' two-rank Jobs run across nodes.
+type crossJob struct {
+	job, ns, sel string
+	files        []string
+	mode         string // the nodes' RDMA netns mode the ranks must land on
+	// net1's addresses: in nadRange, never in excluded.
+	nadRange, excluded string
+	// counters: the fabric ports whose growth shows the bulk on the
+	// training network ("rx"/"tx": the VF stand-ins; "shared-rx"/
+	// "shared-tx": the shared PF the macvlan children send through).
+	rx, tx string
+}
+
+var (
+	exclusiveJob = crossJob{job: "face-trainer", ns: exclusiveNS, sel: exclusiveSel, files: exclusiveFiles, mode: cluster.ModeExclusive,
+		nadRange: "10.60.0.0/16", excluded: "10.60.0.0/24", rx: "rx", tx: "tx"}
+	sharedJob = crossJob{job: "shared-trainer", ns: exclusiveNS, sel: "app=shared-trainer", files: sharedFiles, mode: cluster.ModeShared,
+		nadRange: "192.168.2.0/24", excluded: "192.168.2.0/28", rx: "shared-rx", tx: "shared-tx"}
+)
+
 // testExclusiveAcrossNodes runs the seed's exclusive Job unchanged: with 8
 // GPUs per node each 8-GPU rank takes a node, so its two ranks land on the
-// two exclusive nodes. Rank 1 finds rank 0 by the seed's MASTER_ADDR (the
-// headless Service's name) over eth0, they exchange net1 addresses and move
-// bytes over net1; the VF stand-ins' ports on the training fabric count
-// them on both nodes.
-func testExclusiveAcrossNodes(t *testing.T) {
+// two exclusive nodes.
+func testExclusiveAcrossNodes(t *testing.T) { runJobAcrossNodes(t, exclusiveJob) }
+
+// testSharedAcrossNodes runs the shared Job (examples/cluster/shared) the
+// same way: its ranks land on the two shared nodes, net1 a macvlan child of
+// each node's shared-HCA PF.
+func testSharedAcrossNodes(t *testing.T) {
+	shared := 0
+	for _, n := range state.Nodes {
+		if n.Mode == cluster.ModeShared {
+			shared++
+		}
+	}
+	if shared < 2 {
+		t.Fatalf("the shared Job's ranks need two shared nodes, the cluster has %d; fix: make test-cluster-multi (NODES=4 SHARED_NODES=2)", shared)
+	}
+	runJobAcrossNodes(t, sharedJob)
+}
+
+// runJobAcrossNodes applies j's files, waits for its two ranks on two
+// nodes of j's mode, and has them do what NCCL's bootstrap does: rank 1
+// finds rank 0 by the Job's MASTER_ADDR (its headless Service's name) over
+// eth0, they exchange net1 addresses and move bytes over net1; the
+// training fabric's ports count them on both nodes. Then kubectl rdma
+// verify checks the pair.
+func runJobAcrossNodes(t *testing.T, j crossJob) {
 	applyExample(t, "", "examples/cluster/namespace.yaml")
-	applyExample(t, exclusiveNS, exclusiveFiles...)
-	ps := waitRunning(t, exclusiveNS, exclusiveSel, 2, 4*time.Minute)
+	applyExample(t, j.ns, j.files...)
+	ps := waitRunning(t, j.ns, j.sel, 2, 4*time.Minute)
 	byRank := map[string]corev1.Pod{}
 	for _, p := range ps {
 		byRank[p.Annotations["batch.kubernetes.io/job-completion-index"]] = p
@@ -129,31 +171,31 @@ func testExclusiveAcrossNodes(t *testing.T) {
 		t.Fatalf("pods %v: want completion indexes 0 and 1", podNames(ps))
 	}
 	if r0.Spec.NodeName == r1.Spec.NodeName {
-		t.Fatalf("both ranks on %s: the seed's 8-GPU ranks should take a node each", r0.Spec.NodeName)
+		t.Fatalf("both ranks on %s: the 8-GPU ranks should take a node each", r0.Spec.NodeName)
 	}
 	nodeOf := map[string]cluster.Node{}
 	for _, n := range state.Nodes {
 		nodeOf[n.Name] = n
 	}
 	for _, p := range ps {
-		if m := nodeOf[p.Spec.NodeName].Mode; m != cluster.ModeExclusive {
-			t.Errorf("%s on %s, a %s node", p.Name, p.Spec.NodeName, m)
+		if m := nodeOf[p.Spec.NodeName].Mode; m != j.mode {
+			t.Errorf("%s on %s, a %s node; want a %s node", p.Name, p.Spec.NodeName, m, j.mode)
 		}
-		if out, err := execIn(t, exclusiveNS, p.Name, "ip", "route", "show", "default"); err != nil || !strings.Contains(out, "dev eth0") {
+		if out, err := execIn(t, j.ns, p.Name, "ip", "route", "show", "default"); err != nil || !strings.Contains(out, "dev eth0") {
 			t.Errorf("%s: default route not on eth0: %v %q", p.Name, err, out)
 		}
 	}
 	net1 := map[string]string{}
-	_, nadRange, _ := net.ParseCIDR("10.60.0.0/16")
-	_, excluded, _ := net.ParseCIDR("10.60.0.0/24")
+	_, nadRange, _ := net.ParseCIDR(j.nadRange)
+	_, excluded, _ := net.ParseCIDR(j.excluded)
 	for _, p := range ps {
-		st := find(waitNetworkStatus(t, exclusiveNS, p.Name), "net1")
+		st := find(waitNetworkStatus(t, j.ns, p.Name), "net1")
 		if st == nil || len(st.IPs) == 0 {
 			t.Fatalf("%s: network-status has no net1 address", p.Name)
 		}
 		ip := net.ParseIP(st.IPs[0])
 		if !nadRange.Contains(ip) || excluded.Contains(ip) {
-			t.Errorf("%s: net1 %s outside the NAD's range 10.60.0.0/16 less 10.60.0.0/24", p.Name, ip)
+			t.Errorf("%s: net1 %s outside the NAD's range %s less %s", p.Name, ip, j.nadRange, j.excluded)
 		}
 		net1[p.Name] = ip.String()
 	}
@@ -166,7 +208,7 @@ func testExclusiveAcrossNodes(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			outs[i], errs[i] = execIn(t, exclusiveNS, p.Name, "rdmanet-rendezvous", "--bulk-bytes", fmt.Sprint(bulk), "--timeout", "90s")
+			outs[i], errs[i] = execIn(t, j.ns, p.Name, "rdmanet-rendezvous", "--bulk-bytes", fmt.Sprint(bulk), "--timeout", "90s")
 		}()
 		if i == 0 {
 			time.Sleep(time.Second) // rank 0 listens first; rank 1 retries anyway
@@ -183,8 +225,8 @@ func testExclusiveAcrossNodes(t *testing.T) {
 		}
 	}
 	after := fabricCounters(t)
-	t.Logf("rank 1 on %s -> rank 0 on %s over net1: %d bytes at %.0f MiB/s, ping-pong p50 %.0f us p99 %.0f us",
-		r1.Spec.NodeName, r0.Spec.NodeName, res[1].BulkBytes, res[1].BulkMBps, res[1].RTTP50, res[1].RTTP99)
+	t.Logf("%s: rank 1 on %s -> rank 0 on %s over net1: %d bytes at %.0f MiB/s, ping-pong p50 %.0f us p99 %.0f us",
+		j.job, r1.Spec.NodeName, r0.Spec.NodeName, res[1].BulkBytes, res[1].BulkMBps, res[1].RTTP50, res[1].RTTP99)
 
 	if len(res[1].MasterIPs) == 0 || res[1].MasterIPs[0] != r0.Status.PodIP {
 		t.Errorf("rank 1 resolved MASTER_ADDR to %v, want rank 0's eth0 address %s", res[1].MasterIPs, r0.Status.PodIP)
@@ -203,33 +245,33 @@ func testExclusiveAcrossNodes(t *testing.T) {
 	if res[0].PeerAddr != net1[r1.Name] || res[1].PeerAddr != net1[r0.Name] {
 		t.Errorf("exchanged addresses %s / %s, want %s / %s", res[0].PeerAddr, res[1].PeerAddr, net1[r1.Name], net1[r0.Name])
 	}
-	// Rank 1 sent the bulk: its node's VF port received it from the pod
-	// (rx on the fabric side) and rank 0's node's VF port sent it to the pod.
-	sent := counterGrowth(before, after, nodeOf[r1.Spec.NodeName], "rx")
-	recv := counterGrowth(before, after, nodeOf[r0.Spec.NodeName], "tx")
+	// Rank 1 sent the bulk: its node's port received it from the pod (rx
+	// on the fabric side) and rank 0's node's port sent it to the pod.
+	sent := counterGrowth(before, after, nodeOf[r1.Spec.NodeName], j.rx)
+	recv := counterGrowth(before, after, nodeOf[r0.Spec.NodeName], j.tx)
 	if sent < bulk || recv < bulk {
-		t.Errorf("training fabric counters: %s's VF ports took %d bytes from its pod, %s's gave %d to its pod; want both >= %d",
-			r1.Spec.NodeName, sent, r0.Spec.NodeName, recv, bulk)
+		t.Errorf("training fabric counters (%s/%s): %s's ports took %d bytes from its pod, %s's gave %d to its pod; want both >= %d",
+			j.rx, j.tx, r1.Spec.NodeName, sent, r0.Spec.NodeName, recv, bulk)
 	}
 	if up := counterGrowth(before, after, nodeOf[r1.Spec.NodeName], "rx-uplink"); up >= bulk {
 		t.Errorf("%s's management uplink took %d bytes: the bulk went over eth0, not net1", r1.Spec.NodeName, up)
 	}
-	verifyPairsAcrossNodes(t)
+	verifyPairsAcrossNodes(t, j)
 }
 
 // verifyPairsAcrossNodes runs `kubectl rdma verify` on the seed's Job: its
 // probe (rdmanet's image, as ephemeral containers) finds every pair
 // reachable over net1 at the NAD's MTU with don't-fragment, on two nodes.
-func verifyPairsAcrossNodes(t *testing.T) {
+func verifyPairsAcrossNodes(t *testing.T, j crossJob) {
 	bin := buildKubectlRDMA(t)
 	start := time.Now()
-	cmd := exec.Command(bin, "verify", "--kubeconfig", state.Kubeconfig, "-n", exclusiveNS, "job/face-trainer", "--pod-checks=false", "-o", "json")
+	cmd := exec.Command(bin, "verify", "--kubeconfig", state.Kubeconfig, "-n", j.ns, "job/"+j.job, "--pod-checks=false", "-o", "json")
 	var stderr strings.Builder
 	cmd.Stderr = &stderr
 	out, err := cmd.Output()
 	took := time.Since(start)
 	if err != nil {
-		t.Fatalf("kubectl rdma verify -n %s job/face-trainer: %v\nstdout: %s\nstderr: %s", exclusiveNS, err, out, stderr.String())
+		t.Fatalf("kubectl rdma verify -n %s job/%s: %v\nstdout: %s\nstderr: %s", j.ns, j.job, err, out, stderr.String())
 	}
 	var rep struct {
 		Pairs struct {
@@ -247,7 +289,7 @@ func verifyPairsAcrossNodes(t *testing.T) {
 	if err := json.Unmarshal(out, &rep); err != nil {
 		t.Fatalf("verify JSON: %v\n%s", err, out)
 	}
-	t.Logf("kubectl rdma verify job/face-trainer: %d pair cells, %d ok, in %.1fs", rep.Pairs.Summary.Cells, rep.Pairs.Summary.OK, took.Seconds())
+	t.Logf("kubectl rdma verify job/%s: %d pair cells, %d ok, in %.1fs", j.job, rep.Pairs.Summary.Cells, rep.Pairs.Summary.OK, took.Seconds())
 	if len(rep.Pairs.Cells) != 2 {
 		t.Fatalf("verify: %d pair cells, want 2 (0->1, 1->0):\n%s", len(rep.Pairs.Cells), out)
 	}
@@ -298,16 +340,27 @@ func fabricCounters(t *testing.T) map[string][2]int64 {
 // counterGrowth sums how much node n's VF ports' rx (or tx) bytes grew on
 // the fabric side; "rx-uplink" is the node's management uplink's rx.
 func counterGrowth(before, after map[string][2]int64, n cluster.Node, what string) int64 {
+	ports := map[string]bool{}
+	switch what {
+	case "rx-uplink":
+		ports[cluster.FabricPort(n, "up")] = true
+	case "rx", "tx":
+		for _, p := range cluster.VFFabricPorts(n) {
+			ports[p] = true
+		}
+	case "shared-rx", "shared-tx":
+		ports[cluster.SharedPFFabricPort(n)] = true
+	}
 	var sum int64
 	for name, a := range after {
+		if !ports[name] {
+			continue
+		}
 		b := before[name]
-		switch {
-		case what == "rx-uplink" && name == cluster.FabricPort(n, "up"):
-			sum += a[0] - b[0]
-		case what == "rx" && strings.HasPrefix(name, cluster.FabricPort(n, "vf")):
-			sum += a[0] - b[0]
-		case what == "tx" && strings.HasPrefix(name, cluster.FabricPort(n, "vf")):
+		if strings.HasSuffix(what, "tx") {
 			sum += a[1] - b[1]
+		} else {
+			sum += a[0] - b[0]
 		}
 	}
 	return sum

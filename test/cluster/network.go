@@ -12,6 +12,8 @@ import (
 //	eno1          10.250.0.<2+i>/24 (default route) ── n<k>-up    port of br-mgmt
 //	enp65s0f0np0  exclusive PF (fixture), 10.0.1.<100+i> ── n<k>-expf  port of br-train
 //	enp65s0f0v0.. VF netdevs (fixture VFs)           ── n<k>-vf0.. ports of br-train
+//	enp143s0f0np0 second VF PF (multi-node), 10.0.3.<100+i> ── n<k>-expf2
+//	enp143s0f0v0.. its VF netdevs                    ── n<k>-wf0.. ports of br-train
 //	ens8f0np0     shared HCA PF, 192.168.2.<10+i>    ── n<k>-shpf  port of br-train
 //	cni0          the bridge network's bridge (made by the bridge plugin)
 //
@@ -60,8 +62,11 @@ func nodeLinks(n Node) []nodeLink {
 		{ExclusivePF, FabricPort(n, "expf"), "9000", "br-train"},
 		{SharedPF, FabricPort(n, "shpf"), "9000", "br-train"},
 	}
-	for i := 0; i < NumVFs; i++ {
-		links = append(links, nodeLink{VFNetdev(i), FabricPort(n, fmt.Sprintf("vf%d", i)), "9000", "br-train"})
+	if n.Board() {
+		links = append(links, nodeLink{SecondPF, FabricPort(n, "expf2"), "9000", "br-train"})
+	}
+	for _, vf := range vfLinks(n) {
+		links = append(links, nodeLink{vf[0], FabricPort(n, vf[1]), "9000", "br-train"})
 	}
 	return links
 }
@@ -93,6 +98,11 @@ func nodeNetworkSteps(n Node, all []Node, kubeProxy bool) [][]string {
 		[]string{"ip", "-n", n.Netns, "route", "add", "default", "via", FabricIP},
 		[]string{"ip", "-n", n.Netns, "addr", "add", n.SharedPFIP() + "/24", "dev", SharedPF},
 		[]string{"ip", "-n", n.Netns, "addr", "add", n.ExclusivePFIP() + "/24", "dev", ExclusivePF},
+	)
+	if n.Board() {
+		steps = append(steps, []string{"ip", "-n", n.Netns, "addr", "add", n.SecondPFIP() + "/24", "dev", SecondPF})
+	}
+	steps = append(steps,
 		[]string{"ip", "netns", "exec", n.Netns, "sysctl", "-qw", "net.ipv4.ip_forward=1"},
 		// the fabric's route to the node's pods
 		[]string{"ip", "-n", WireNetns, "route", "add", n.PodCIDR, "via", n.IP},

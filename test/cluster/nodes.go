@@ -31,6 +31,10 @@ type Node struct {
 	// Mode is the simulated kernel's RDMA netns mode, fixed for the
 	// node's life (labels and pools follow it).
 	Mode string `json:"mode"`
+	// Rails is how many RoCE PFs with VFs the node's board has: 1 (the
+	// single-node cluster's bundled fixture) or 2 (every node of a
+	// multi-node cluster, hardware.go).
+	Rails int `json:"rails"`
 }
 
 // ControlPlane reports whether the node runs etcd, the API server,
@@ -51,6 +55,7 @@ func (n Node) dir() string {
 // fabric (the PFs' own, as a real node configures them).
 func (n Node) ExclusivePFIP() string { return fmt.Sprintf("10.0.1.%d", 100+n.Index) }
 func (n Node) SharedPFIP() string    { return fmt.Sprintf("192.168.2.%d", 10+n.Index) }
+func (n Node) SecondPFIP() string    { return fmt.Sprintf("10.0.3.%d", 100+n.Index) }
 
 // CgroupRoot is the node's kubelet --cgroup-root, below the cluster's.
 func (n Node) CgroupRoot() string { return CgroupRoot + "/" + n.Name }
@@ -81,6 +86,10 @@ func PlanNodes(count, shared int) ([]Node, error) {
 			IP:      fmt.Sprintf("10.250.0.%d", 2+i),
 			PodCIDR: fmt.Sprintf("10.244.%d.0/24", i),
 			Mode:    ModeExclusive,
+			Rails:   1,
+		}
+		if count > 1 {
+			n.Rails = 2
 		}
 		if i > 0 {
 			n.Name = fmt.Sprintf("%s-%d", NodeName, i+1)

@@ -12,8 +12,6 @@ import (
 	"strings"
 	"syscall"
 	"time"
-
-	"github.com/rdmanet/rdmanet/test/sysfsfixture"
 )
 
 // Options of cluster-up.
@@ -264,21 +262,6 @@ func (l Layout) nodeTools() []string {
 		}
 	}
 	return tools
-}
-
-// writeNodeHardware writes node n's simulated hardware: its sysfs fixture,
-// its /dev/infiniband and its kernel's RDMA netns mode.
-func (l Layout) writeNodeHardware(n Node, gpus int) error {
-	if err := os.RemoveAll(l.NodeSysfs(n)); err != nil {
-		return fmt.Errorf("clear %s: %w", l.NodeSysfs(n), err)
-	}
-	if err := setNodeNetnsMode(l.NodeRecordStateFile(n), n.Mode); err != nil {
-		return fmt.Errorf("node %s: %w", n.Name, err)
-	}
-	if _, err := sysfsfixture.NewStandard(l.NodeSysfs(n), sysfsfixture.StandardOptions{RoCEVFs: NumVFs, GPUs: gpus, VFNetdev: VFNetdev}); err != nil {
-		return fmt.Errorf("node %s: sysfs fixture: %w", n.Name, err)
-	}
-	return writeDevNodes(l, n)
 }
 
 // startSupervisor starts `rdmanet-cluster supervise` for node n in a new
