@@ -65,6 +65,8 @@ func run() int {
 	devicePlugin := fs.Bool("device-plugin", true, "serve the advertised pools to kubelet's device manager (one socket per pool in --device-plugin-dir). --device-plugin=false with --dra: the pools are published for DRA only; kubelet then reports their resources with 0 allocatable, so pods that request them in resources.limits (the seeds' example.com/sriov_rdma) are served by kube-scheduler through the DeviceClass whose extendedResourceName names the resource (deploy/dra). That is how a node moves to DRA without changing a workload (docs/dra.md \"Choosing a path\")")
 	var api apiFlags
 	api.register(fs)
+	var hostToken hostTokenFlags
+	hostToken.register(fs)
 	fs.Usage = func() {
 		fmt.Fprintf(fs.Output(), `rdmanet-agent discovers the node's RDMA NICs and serves them to kubelet as
 extended resources: exclusive pools of SR-IOV VFs and shared pools of HCA slots.
@@ -139,6 +141,10 @@ Flags:
 	defer stop()
 	ctx, fatal := context.WithCancelCause(ctx)
 	defer fatal(nil)
+	if err := hostToken.start(ctx, log); err != nil {
+		fmt.Fprintf(os.Stderr, "rdmanet-agent: %v\n", err)
+		return 2
+	}
 	apiSvc, err := newAPIServices(api, *nodeName, o.SysfsRoot, o.DevInfoDir, *podResources, fatal, log)
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "rdmanet-agent: API access (--dra, --kubeconfig): %v\n", err)

@@ -7,6 +7,7 @@ import (
 	"net"
 	"os"
 	"sync"
+	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -17,6 +18,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 
 	v1alpha1 "github.com/rdmanet/rdmanet/api/ipam/v1alpha1"
+	"github.com/rdmanet/rdmanet/internal/nodetoken"
 )
 
 // KubeStore keeps blocks as IPAMBlock objects (rdmanet.io/v1alpha1, cluster
@@ -76,6 +78,11 @@ func loadKubeconfig(path string) (*rest.Config, error) {
 	}
 	cfg, err := clientcmd.BuildConfigFromFlags("", path)
 	if err != nil {
+		return nil, err
+	}
+	// The node's token expires (docs/security.md): past its expiry, fail
+	// closed here naming the file, not with the API server's bare 401.
+	if err := nodetoken.Check(cfg.BearerTokenFile, time.Now()); err != nil {
 		return nil, err
 	}
 	cfg.QPS, cfg.Burst = -1, -1

@@ -25,6 +25,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/rdmanet/rdmanet/internal/fsutil"
+	"github.com/rdmanet/rdmanet/internal/nodetoken"
 )
 
 // ErrNotFound is returned by a Source for a pod or NAD that does not exist.
@@ -52,6 +53,11 @@ type KubeSource struct {
 func NewKubeSource(kubeconfig string, qps float32) (*KubeSource, error) {
 	cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
 	if err != nil {
+		return nil, fmt.Errorf("kubeconfig %s: %w", kubeconfig, err)
+	}
+	// The node's token expires (docs/security.md): past its expiry, fail
+	// closed here naming the file, not with the API server's bare 401.
+	if err := nodetoken.Check(cfg.BearerTokenFile, time.Now()); err != nil {
 		return nil, fmt.Errorf("kubeconfig %s: %w", kubeconfig, err)
 	}
 	if qps > 0 {
