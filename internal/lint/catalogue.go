@@ -310,6 +310,14 @@ var Catalogue = []Rule{
 		Summary: "A headless rendezvous Service used for pod hostnames does not set publishNotReadyAddresses: true.",
 		Why:     seedMultus + ", 让训练Pod申请高速网络: the seed's rendezvous Service publishes not-ready addresses so members resolve each other while they start.",
 		Fix:     "Set spec.publishNotReadyAddresses: true."},
+	{ID: "RDMA100", Name: "ipoib-over-ethernet", Severity: Error,
+		Summary: "An ipoib network's master (or its resource's pool) is an Ethernet/RoCE interface.",
+		Why:     seedMacvlan + ": on InfiniBand the shared mode is an IPoIB child (PKey) of the IB port's netdev; an Ethernet netdev cannot be an IPoIB parent, so the plugin refuses every ADD.",
+		Fix:     "Point master (or the resourceName's shared pool) at the IB port's IPoIB netdev; on RoCE use macvlan for shared mode."},
+	{ID: "RDMA101", Name: "ipoib-without-master", Severity: Error,
+		Summary: "An ipoib network names no master and no resourceName, so nothing tells the plugin which IB port to make the child of.",
+		Why:     seedMacvlan + ": the IPoIB child is made of one IB port's netdev; ipoib-cni requires master, and rdmanet's ipoib otherwise takes the port from the deviceID its meta plugin injects, which needs the NAD's k8s.v1.cni.cncf.io/resourceName of a shared IB pool.",
+		Fix:     "Set \"master\" to the IB port's IPoIB netdev (ibdev2netdev), or annotate the NAD with the shared IB pool's resourceName."},
 }
 
 // ruleByID indexes the catalogue.

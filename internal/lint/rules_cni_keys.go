@@ -23,6 +23,8 @@ func (c *checker) checkCNIKeys(n *manifest.NAD, p manifest.CNIPlugin, field func
 		cat = confkeys.SRIOV
 	case "rdma":
 		cat = confkeys.RDMA
+	case "ipoib":
+		cat = confkeys.IPoIB
 	default:
 		return
 	}

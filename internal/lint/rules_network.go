@@ -117,6 +117,7 @@ func (c *checker) checkNADs() {
 			}
 		}
 		c.checkMacvlan(n, pools)
+		c.checkIPoIB(n, pools) // RDMA100, RDMA101
 	}
 	// RDMA043: exclusive and shared networks in one input.
 	var excl, shared []*manifest.NAD

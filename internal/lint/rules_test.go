@@ -194,6 +194,21 @@ func ruleCases() []ruleCase {
 			return []M{p, exclusiveNAD()}
 		}},
 		{name: "macvlan on RoCE PF", rule: "RDMA038", docs: shared(same)},
+		// RDMA100, RDMA101 (ipoib; more cases in TestIPoIBRules)
+		{name: "ipoib on an Ethernet pool interface", rule: "RDMA100", trigger: true, docs: func() []M {
+			p := configMap("rdma-devices", "kube-system", M{"configList": []any{M{"resourceName": "hca_ib", "rdmaHcaMax": 8, "selectors": M{"ifNames": []string{"ens3f0"}, "linkTypes": []string{"ether"}}}}})
+			return []M{p, nadObj("ibnet", ns, "", M{"cniVersion": "0.3.1", "name": "ibnet", "type": "ipoib", "master": "ens3f0", "ipam": M{}})}
+		}},
+		{name: "ipoib on the IB pool interface", rule: "RDMA100", docs: func() []M {
+			p := configMap("rdma-devices", "kube-system", M{"configList": []any{M{"resourceName": "hca_ib", "rdmaHcaMax": 8, "selectors": M{"ifNames": []string{"ib0"}, "linkTypes": []string{"infiniband"}}}}})
+			return []M{p, nadObj("ibnet", ns, "", M{"cniVersion": "0.3.1", "name": "ibnet", "type": "ipoib", "master": "ib0", "ipam": M{}})}
+		}},
+		{name: "ipoib without master or resource", rule: "RDMA101", trigger: true, docs: func() []M {
+			return []M{nadObj("ibnet", ns, "", M{"cniVersion": "0.3.1", "name": "ibnet", "type": "ipoib", "ipam": M{}})}
+		}},
+		{name: "ipoib with master", rule: "RDMA101", docs: func() []M {
+			return []M{nadObj("ibnet", ns, "", M{"cniVersion": "0.3.1", "name": "ibnet", "type": "ipoib", "master": "ib0", "ipam": M{}})}
+		}},
 		// RDMA039
 		{name: "macvlan master not the pool interface", rule: "RDMA039", trigger: true, docs: sharedNADWith(macvlanPlugin("ens7f0np0"), sharedRes)},
 		{name: "macvlan master is the pool interface", rule: "RDMA039", docs: shared(same)},

@@ -79,17 +79,9 @@ type Config struct {
 	NetConf  types.NetConf
 }
 
-// Catalogue is what the plugin reads (for the unknown-key warnings and
-// `kubectl rdma lint`).
-var Catalogue = confkeys.Catalogue{
-	Plugin: "ipoib",
-	Known:  []string{"master", "mtu", "pkey", "deviceID"},
-	Hints: map[string]string{
-		"parent": "master", "link": "master", "netdev": "master", "ifname": "master", "pfName": "master",
-		"partition": "pkey", "partitionKey": "pkey", "pkeys": "pkey", "p_key": "pkey",
-		"pciBusID": "deviceID", "pciAddress": "deviceID",
-	},
-}
+// Catalogue is what the plugin reads (for the unknown-key warnings; lint
+// uses the same confkeys.IPoIB).
+var Catalogue = confkeys.IPoIB
 
 // UnknownKeys returns a finding per top-level key the plugin does not read.
 func UnknownKeys(stdin []byte) []confkeys.Finding {
