@@ -101,16 +101,10 @@ func (g *gpuDriver) HandleError(_ context.Context, err error, msg string) {
 	g.log("fake GPU DRA driver: %s: %v", msg, err)
 }
 
-// nodeHostPath maps a path as the first node's processes see it to the
-// machine's path (cluster.PrivateMounts).
-func nodeHostPath(p string) string {
-	return layout.NodeHostPath(state.Nodes[0], p)
-}
-
-// startGPUDriver publishes the node's GPUs as gpu.nvidia.com devices with
-// their DeviceClass and serves their kubelet plugin until the test ends;
-// returns the GPUs by device name.
-func startGPUDriver(t *testing.T) map[string]dragpu.GPU {
+// startGPUDriver publishes node n's GPUs as gpu.nvidia.com devices with
+// their DeviceClass and serves their kubelet plugin on that node until the
+// test ends; returns the GPUs by device name.
+func startGPUDriver(t *testing.T, n cluster.Node) map[string]dragpu.GPU {
 	t.Helper()
 	cfg, err := clientcmd.BuildConfigFromFlags("", layout.AdminKubeconfig())
 	if err != nil {
@@ -118,7 +112,7 @@ func startGPUDriver(t *testing.T) map[string]dragpu.GPU {
 	}
 	cs := kubernetes.NewForConfigOrDie(cfg)
 	c, cancel := context.WithCancel(context.Background())
-	gpus, err := dragpu.Publish(c, cs, cluster.NodeName, layout.Sysfs())
+	gpus, err := dragpu.Publish(c, cs, n.Name, layout.NodeSysfs(n))
 	if err != nil {
 		cancel()
 		t.Fatal(err)
@@ -131,9 +125,10 @@ func startGPUDriver(t *testing.T) map[string]dragpu.GPU {
 	for _, g := range gpus {
 		byName[g.Name] = g
 	}
-	drv := &gpuDriver{cdiDir: nodeHostPath("/run/cdi"), gpus: byName, log: t.Logf}
+	hostPath := func(p string) string { return layout.NodeHostPath(n, p) }
+	drv := &gpuDriver{cdiDir: hostPath("/run/cdi"), gpus: byName, log: t.Logf}
 	listen := func(_ context.Context, path string) (net.Listener, error) {
-		host := nodeHostPath(path)
+		host := hostPath(path)
 		if err := os.MkdirAll(filepath.Dir(host), 0o750); err != nil {
 			return nil, err
 		}
@@ -144,7 +139,7 @@ func startGPUDriver(t *testing.T) map[string]dragpu.GPU {
 	h, err := kubeletplugin.Start(c, drv,
 		kubeletplugin.DriverName(dragpu.DriverName),
 		kubeletplugin.KubeClient(cs),
-		kubeletplugin.NodeName(cluster.NodeName),
+		kubeletplugin.NodeName(n.Name),
 		kubeletplugin.RegistrarDirectoryPath(kubeletplugin.KubeletRegistryDir),
 		kubeletplugin.PluginDataDirectoryPath(pluginDir),
 		kubeletplugin.RegistrarListener(listen),
@@ -159,10 +154,10 @@ func startGPUDriver(t *testing.T) map[string]dragpu.GPU {
 		h.Stop()
 		cancel()
 		bg := context.Background()
-		_ = cs.ResourceV1().ResourceSlices().DeleteCollection(bg, metav1.DeleteOptions{}, metav1.ListOptions{FieldSelector: "spec.driver=" + dragpu.DriverName})
+		_ = cs.ResourceV1().ResourceSlices().DeleteCollection(bg, metav1.DeleteOptions{}, metav1.ListOptions{FieldSelector: "spec.driver=" + dragpu.DriverName + ",spec.nodeName=" + n.Name})
 		_ = cs.ResourceV1().DeviceClasses().Delete(bg, dragpu.ClassName, metav1.DeleteOptions{})
-		_ = os.Remove(nodeHostPath(kubeletplugin.KubeletRegistryDir + "/" + dragpu.DriverName + "-reg.sock"))
-		_ = os.RemoveAll(nodeHostPath(pluginDir))
+		_ = os.Remove(hostPath(kubeletplugin.KubeletRegistryDir + "/" + dragpu.DriverName + "-reg.sock"))
+		_ = os.RemoveAll(hostPath(pluginDir))
 	})
 	return byName
 }
@@ -176,7 +171,7 @@ func startGPUDriver(t *testing.T) map[string]dragpu.GPU {
 // that VF and both drivers' CDI environment.
 func testDRAAligned(t *testing.T) {
 	const ns = "dra-aligned"
-	gpus := startGPUDriver(t)
+	gpus := startGPUDriver(t, state.Nodes[0])
 	vfRoots := map[string]string{} // rdmanet device name -> pcieRoot
 	var sl resourcev1.ResourceSliceList
 	if err := json.Unmarshal([]byte(kubectl(t, "get", "resourceslices", "--field-selector", "spec.driver="+dra.DriverName, "-o", "json")), &sl); err != nil {

@@ -28,6 +28,8 @@ func TestMultiNode(t *testing.T) {
 	t.Run("cluster DNS and ClusterIP Services from every node", testClusterDNS)
 	t.Run("exclusive seed job: ranks on two nodes, bytes across net1", testExclusiveAcrossNodes)
 	t.Run("shared job: ranks on two shared nodes, bytes across net1", testSharedAcrossNodes)
+	t.Run("DRA: GPUs and a VF under one PCIe root, on the one node with that fit", testDRAAcrossNodes)
+	t.Run("rolling upgrade across nodes with both modes' pods running", testRollAcrossNodes)
 	t.Run("node loss: addresses freed, pods back elsewhere, node back", testNodeLoss)
 }
 

@@ -394,6 +394,36 @@ func testRestart(t *testing.T, component string) {
 	kubectl(t, "delete", "ns", ns, "--wait", "--timeout=300s")
 }
 
+// tagImage tags rdmanet's image in node n's containerd as <name>:tag and
+// returns that reference: a new tag the DaemonSet can be rolled to.
+func tagImage(t *testing.T, n cluster.Node, tag string) string {
+	t.Helper()
+	name, _, _ := strings.Cut(state.Image, ":")
+	newRef := name + ":" + tag
+	// containerd stores the image under its normalized (fully qualified)
+	// name: tag that one.
+	ctl := cluster.NewNodeControl(layout, n)
+	ctr := []string{layout.Tools() + "/ctr", "--address", cluster.ContainerdSocket, "-n", "k8s.io"}
+	refs, err := ctl.Exec(ctx(t, time.Minute), append(ctr, "images", "ls", "-q")...)
+	if err != nil {
+		t.Fatalf("%s: ctr images ls: %v\n%s", n.Name, err, refs)
+	}
+	var stored string
+	for _, r := range strings.Fields(refs) {
+		if r == state.Image || strings.HasSuffix(r, "/"+state.Image) {
+			stored = r
+		}
+	}
+	if stored == "" {
+		t.Fatalf("%s: image %s not in containerd: %s", n.Name, state.Image, refs)
+	}
+	storedNew := strings.TrimSuffix(stored, state.Image) + newRef
+	if out, err := ctl.Exec(ctx(t, time.Minute), append(ctr, "images", "tag", "--force", stored, storedNew)...); err != nil {
+		t.Fatalf("%s: tag %s as %s: %v\n%s", n.Name, stored, storedNew, err, out)
+	}
+	return newRef
+}
+
 // testRoll rolls the rdmanet DaemonSet to a new image tag with pods
 // running: the pods keep their networks, and their DEL works afterwards
 // (the VFs come back).
@@ -409,28 +439,7 @@ func testRoll(t *testing.T) {
 	for _, p := range ps {
 		_, ips[p.Name] = checkExclusive(t, ns, p.Name, res)
 	}
-	name, _, _ := strings.Cut(state.Image, ":")
-	newRef := name + ":rolled"
-	// containerd stores the image under its normalized (fully qualified)
-	// name: tag that one.
-	ctr := []string{layout.Tools() + "/ctr", "--address", cluster.ContainerdSocket, "-n", "k8s.io"}
-	refs, err := cluster.NewControl(layout).Exec(ctx(t, time.Minute), append(ctr, "images", "ls", "-q")...)
-	if err != nil {
-		t.Fatalf("ctr images ls: %v\n%s", err, refs)
-	}
-	var stored string
-	for _, r := range strings.Fields(refs) {
-		if r == state.Image || strings.HasSuffix(r, "/"+state.Image) {
-			stored = r
-		}
-	}
-	if stored == "" {
-		t.Fatalf("image %s not in containerd: %s", state.Image, refs)
-	}
-	storedNew := strings.TrimSuffix(stored, state.Image) + newRef
-	if out, err := cluster.NewControl(layout).Exec(ctx(t, time.Minute), append(ctr, "images", "tag", "--force", stored, storedNew)...); err != nil {
-		t.Fatalf("tag %s as %s: %v\n%s", stored, storedNew, err, out)
-	}
+	newRef := tagImage(t, state.Nodes[0], "rolled")
 	oldPod := pods(t, "rdmanet-system", "app.kubernetes.io/name=rdmanet-node")[0].Name
 	kubectl(t, "-n", "rdmanet-system", "set", "image", "daemonset/rdmanet-node", "*="+newRef)
 	kubectl(t, "-n", "rdmanet-system", "rollout", "status", "daemonset/rdmanet-node", "--timeout=300s")
