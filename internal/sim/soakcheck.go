@@ -15,7 +15,7 @@ import (
 	"github.com/rdmanet/rdmanet/internal/ipam"
 	"github.com/rdmanet/rdmanet/internal/ipam/gc"
 	"github.com/rdmanet/rdmanet/internal/netops"
-	"github.com/rdmanet/rdmanet/test/sysfsfixture"
+	"github.com/rdmanet/rdmanet/internal/sysfsfixture"
 )
 
 // vfByMAC maps the MAC each simulated VF netdev is created with to its index.

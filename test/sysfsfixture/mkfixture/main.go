@@ -9,7 +9,7 @@ import (
 	"fmt"
 	"os"
 
-	"github.com/rdmanet/rdmanet/test/sysfsfixture"
+	"github.com/rdmanet/rdmanet/internal/sysfsfixture"
 )
 
 func main() {

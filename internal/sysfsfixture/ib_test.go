@@ -8,7 +8,7 @@ import (
 	"testing"
 
 	"github.com/rdmanet/rdmanet/internal/inventory"
-	"github.com/rdmanet/rdmanet/test/sysfsfixture"
+	"github.com/rdmanet/rdmanet/internal/sysfsfixture"
 )
 
 // ibFunc is what the inventory reads of one function of the IB fixtures.

@@ -9,7 +9,7 @@ import (
 
 	"github.com/rdmanet/rdmanet/internal/inventory"
 	"github.com/rdmanet/rdmanet/internal/sysfs"
-	"github.com/rdmanet/rdmanet/test/sysfsfixture"
+	"github.com/rdmanet/rdmanet/internal/sysfsfixture"
 )
 
 // gpuPlace is where a GPU sits: address, NUMA node, PCIe root, root port.
