@@ -38,7 +38,7 @@ var variants = []struct {
 	{"exclusive Service and Job", "exclusive/job.yaml", "../seeds/exclusive/job.yaml"},
 	{"hostNetwork Pod", "hostnetwork/pod.yaml", "../seeds/hostnetwork/pod.yaml"},
 	{"hostNetwork Service", "hostnetwork/service.yaml", "../seeds/hostnetwork/service.yaml"},
-	{"shared Job", "shared/job.yaml", "../demo/shared-job.yaml"},
+	{"shared Job", "shared/job.yaml", "../../internal/sim/manifests/shared-job.yaml"},
 }
 
 // own are the files with no source to differ from: checked by their own tests.

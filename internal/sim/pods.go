@@ -2,6 +2,7 @@ package sim
 
 import (
 	"bytes"
+	"embed"
 	"fmt"
 	"io/fs"
 	"regexp"
@@ -13,8 +14,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	k8stypes "k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/yaml"
-
-	"github.com/rdmanet/rdmanet/examples/demo"
 )
 
 // Modes, in the order the demo runs them.
@@ -27,7 +26,14 @@ const (
 // AllModes is every mode the demo knows.
 var AllModes = []string{ModeExclusive, ModeShared, ModeHost}
 
-// Manifests are the demo's inputs (examples/demo, embedded).
+// manifestFiles are the manifests the demo runs on its simulated nodes: the
+// seed scenarios' pool configs, NADs and pod templates. They are embedded so
+// the demo binary works outside the source tree.
+//
+//go:embed manifests/*.yaml
+var manifestFiles embed.FS
+
+// Manifests are the demo's inputs (manifests/, embedded).
 type Manifests struct {
 	SriovConfig  []byte // SR-IOV device plugin ConfigMap (exclusive pool)
 	SharedConfig []byte // NicClusterPolicy (shared pool)
@@ -37,8 +43,14 @@ type Manifests struct {
 
 var docSep = regexp.MustCompile(`(?m)^---\s*$`)
 
-// LoadManifests reads the embedded examples/demo files.
-func LoadManifests() (*Manifests, error) { return loadManifests(demo.FS) }
+// LoadManifests reads the embedded manifests/ files.
+func LoadManifests() (*Manifests, error) {
+	fsys, err := fs.Sub(manifestFiles, "manifests")
+	if err != nil {
+		return nil, fmt.Errorf("demo manifests: %w", err)
+	}
+	return loadManifests(fsys)
+}
 
 func loadManifests(fsys fs.FS) (*Manifests, error) {
 	read := func(name string) ([]byte, error) {
