@@ -31,6 +31,7 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/empty"
 	"github.com/google/go-containerregistry/pkg/v1/mutate"
 	"github.com/google/go-containerregistry/pkg/v1/tarball"
+	"github.com/google/go-containerregistry/pkg/v1/types"
 )
 
 // File is one entry of an image's filesystem.
@@ -270,70 +271,15 @@ func Build(s Spec) (Result, error) {
 	if err != nil {
 		return Result{}, fmt.Errorf("image reference %q: %w (want repository:tag, e.g. rdmanet/rdmanet:0.2.0)", s.Ref, err)
 	}
-	created := s.Created
-	if created.IsZero() {
-		if created, err = Epoch(); err != nil {
-			return Result{}, err
-		}
-	}
-	created = created.UTC().Truncate(time.Second)
-	entries, err := s.entries(created)
-	if err != nil {
-		return Result{}, err
-	}
 	outDir := filepath.Dir(s.Output)
 	if err := os.MkdirAll(outDir, 0o755); err != nil {
 		return Result{}, fmt.Errorf("image output: %w", err)
 	}
-
-	// the layer, through a temporary file (binaries are large)
-	lf, err := os.CreateTemp(outDir, ".layer-*.tar")
+	img, files, cleanup, err := s.assemble(outDir, false)
 	if err != nil {
-		return Result{}, fmt.Errorf("image layer: %w", err)
+		return Result{}, err
 	}
-	defer os.Remove(lf.Name())
-	bw := bufio.NewWriterSize(lf, 1<<20)
-	if err := writeLayer(bw, entries, s.RequireStatic); err != nil {
-		lf.Close()
-		return Result{}, fmt.Errorf("image %s: %w", s.Ref, err)
-	}
-	if err := bw.Flush(); err != nil {
-		lf.Close()
-		return Result{}, fmt.Errorf("image layer: %w", err)
-	}
-	if err := lf.Close(); err != nil {
-		return Result{}, fmt.Errorf("image layer: %w", err)
-	}
-	layer, err := tarball.LayerFromFile(lf.Name())
-	if err != nil {
-		return Result{}, fmt.Errorf("image layer: %w", err)
-	}
-
-	osName, arch := s.OS, s.Arch
-	if osName == "" {
-		osName = "linux"
-	}
-	if arch == "" {
-		arch = runtime.GOARCH
-	}
-	img, err := mutate.ConfigFile(empty.Image, &v1.ConfigFile{
-		Architecture: arch,
-		OS:           osName,
-		Created:      v1.Time{Time: created},
-		RootFS:       v1.RootFS{Type: "layers"},
-		Config: v1.Config{
-			Entrypoint: s.Entrypoint, Cmd: s.Cmd, Env: s.Env, User: s.User, WorkingDir: s.WorkingDir, Labels: s.Labels,
-		},
-	})
-	if err != nil {
-		return Result{}, fmt.Errorf("image config: %w", err)
-	}
-	img, err = mutate.Append(img, mutate.Addendum{Layer: layer, History: v1.History{
-		Created: v1.Time{Time: created}, CreatedBy: "rdmanet internal/image: " + strconv.Itoa(len(entries)) + " entries",
-	}})
-	if err != nil {
-		return Result{}, fmt.Errorf("image layer: %w", err)
-	}
+	defer cleanup()
 	digest, err := img.Digest()
 	if err != nil {
 		return Result{}, fmt.Errorf("image digest: %w", err)
@@ -368,5 +314,92 @@ func Build(s Spec) (Result, error) {
 	if err != nil {
 		return Result{}, err
 	}
-	return Result{Ref: s.Ref, Digest: digest.String(), ID: id.String(), Size: st.Size(), Path: s.Output, Files: len(entries)}, nil
+	return Result{Ref: s.Ref, Digest: digest.String(), ID: id.String(), Size: st.Size(), Path: s.Output, Files: files}, nil
+}
+
+// assemble builds the image of s (its layer through a temporary file in
+// tmpDir, removed by cleanup once the image has been written) and returns
+// it with its layer's entry count. oci gives it OCI media types (manifest,
+// config, layer) instead of Docker's (an OCI image index holds OCI images).
+func (s *Spec) assemble(tmpDir string, oci bool) (v1.Image, int, func(), error) {
+	nop := func() {}
+	created := s.Created
+	var err error
+	if created.IsZero() {
+		if created, err = Epoch(); err != nil {
+			return nil, 0, nop, err
+		}
+	}
+	created = created.UTC().Truncate(time.Second)
+	entries, err := s.entries(created)
+	if err != nil {
+		return nil, 0, nop, err
+	}
+	// the layer, through a temporary file (binaries are large)
+	lf, err := os.CreateTemp(tmpDir, ".layer-*.tar")
+	if err != nil {
+		return nil, 0, nop, fmt.Errorf("image layer: %w", err)
+	}
+	cleanup := func() { os.Remove(lf.Name()) }
+	fail := func(err error) (v1.Image, int, func(), error) {
+		cleanup()
+		return nil, 0, nop, err
+	}
+	bw := bufio.NewWriterSize(lf, 1<<20)
+	if err := writeLayer(bw, entries, s.RequireStatic); err != nil {
+		lf.Close()
+		return fail(fmt.Errorf("image %s: %w", s.Ref, err))
+	}
+	if err := bw.Flush(); err != nil {
+		lf.Close()
+		return fail(fmt.Errorf("image layer: %w", err))
+	}
+	if err := lf.Close(); err != nil {
+		return fail(fmt.Errorf("image layer: %w", err))
+	}
+	var lopts []tarball.LayerOption
+	if oci {
+		lopts = append(lopts, tarball.WithMediaType(types.OCILayer))
+	}
+	layer, err := tarball.LayerFromFile(lf.Name(), lopts...)
+	if err != nil {
+		return fail(fmt.Errorf("image layer: %w", err))
+	}
+	osName, arch := s.OS, s.Arch
+	if osName == "" {
+		osName = "linux"
+	}
+	if arch == "" {
+		arch = runtime.GOARCH
+	}
+	base := empty.Image
+	if oci {
+		base = mutate.MediaType(mutate.ConfigMediaType(base, types.OCIConfigJSON), types.OCIManifestSchema1)
+	}
+	img, err := mutate.ConfigFile(base, &v1.ConfigFile{
+		Architecture: arch,
+		OS:           osName,
+		Created:      v1.Time{Time: created},
+		RootFS:       v1.RootFS{Type: "layers"},
+		Config: v1.Config{
+			Entrypoint: s.Entrypoint, Cmd: s.Cmd, Env: s.Env, User: s.User, WorkingDir: s.WorkingDir, Labels: s.Labels,
+		},
+	})
+	if err != nil {
+		return fail(fmt.Errorf("image config: %w", err))
+	}
+	img, err = mutate.Append(img, mutate.Addendum{Layer: layer, MediaType: layerMediaType(oci), History: v1.History{
+		Created: v1.Time{Time: created}, CreatedBy: "rdmanet internal/image: " + strconv.Itoa(len(entries)) + " entries",
+	}})
+	if err != nil {
+		return fail(fmt.Errorf("image layer: %w", err))
+	}
+	return img, len(entries), cleanup, nil
+}
+
+func layerMediaType(oci bool) types.MediaType {
+	if oci {
+		return types.OCILayer
+	}
+	return ""
 }

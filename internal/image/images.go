@@ -133,51 +133,120 @@ type RdmanetOptions struct {
 }
 
 // Rdmanet builds every rdmanet binary statically and assembles the image
-// rdmanet/rdmanet:<version> (or <version>-sim): the binaries in
-// /opt/rdmanet/bin, nothing else — no shell, no libc, every entry owned by
-// root and writable by root only.
+// rdmanet/rdmanet:<version> (or <version>-sim) for one architecture
+// (o.GOARCH): the binaries in /opt/rdmanet/bin, nothing else — no shell, no
+// libc, every entry owned by root and writable by root only. The archive is
+// docker-save style (rdmanet-<tag>.tar).
 func Rdmanet(ctx context.Context, o RdmanetOptions) (Result, error) {
-	dir := o.Dir
-	if dir == "" {
-		dir = "."
+	if err := o.fill(); err != nil {
+		return Result{}, err
 	}
-	v := o.Version
-	if v == "" {
-		var err error
-		if v, err = ReadVersionFile(dir); err != nil {
-			return Result{}, err
+	spec, err := rdmanetSpec(ctx, &o, o.GOARCH, "rdmanet-"+rdmanetTag(o))
+	if err != nil {
+		return Result{}, err
+	}
+	spec.Output = filepath.Join(o.OutDir, "rdmanet-"+rdmanetTag(o)+".tar")
+	return Build(spec)
+}
+
+// Arches are the architectures of the multi-platform rdmanet image and of
+// the released binaries.
+var Arches = []string{"amd64", "arm64"}
+
+// RdmanetIndex builds the rdmanet image for every architecture in arches
+// (default Arches) and writes one OCI image index over them as an OCI
+// image layout archive, rdmanet-<tag>.oci.tar (BuildIndex). Each
+// architecture's static binaries stay in <OutDir>/stage/rdmanet-<tag>-linux-<arch>/.
+func RdmanetIndex(ctx context.Context, o RdmanetOptions, arches []string) (IndexResult, error) {
+	if err := o.fill(); err != nil {
+		return IndexResult{}, err
+	}
+	if len(arches) == 0 {
+		arches = Arches
+	}
+	is := IndexSpec{Created: o.Created}
+	for _, arch := range arches {
+		spec, err := rdmanetSpec(ctx, &o, arch, "rdmanet-"+rdmanetTag(o)+"-linux-"+arch)
+		if err != nil {
+			return IndexResult{}, err
 		}
+		is.Ref = spec.Ref
+		if is.Annotations == nil {
+			is.Annotations = map[string]string{}
+			for _, k := range []string{"org.opencontainers.image.title", "org.opencontainers.image.version", "org.opencontainers.image.revision", "org.opencontainers.image.description"} {
+				if v := spec.Labels[k]; v != "" {
+					is.Annotations[k] = v
+				}
+			}
+		}
+		is.Images = append(is.Images, spec)
 	}
-	out := o.OutDir
-	if out == "" {
-		out = filepath.Join(dir, "_output", "image")
-	}
-	variant, tag := "production", v
-	var tags []string
+	is.Output = filepath.Join(o.OutDir, "rdmanet-"+rdmanetTag(o)+".oci.tar")
+	return BuildIndex(is)
+}
+
+// StageDir is where RdmanetIndex leaves an architecture's binaries.
+func StageDir(outDir, tag, arch string) string {
+	return filepath.Join(outDir, "stage", "rdmanet-"+tag+"-linux-"+arch)
+}
+
+func rdmanetTag(o RdmanetOptions) string {
 	if o.Sim {
-		variant, tag, tags = "sim", v+"-sim", []string{SimTag}
+		return o.Version + "-sim"
 	}
-	pkgs := o.Packages
-	if len(pkgs) == 0 {
-		pkgs = []string{"./cmd/..."}
+	return o.Version
+}
+
+// fill sets the defaults of Dir, Version, OutDir and Packages.
+func (o *RdmanetOptions) fill() error {
+	if o.Dir == "" {
+		o.Dir = "."
 	}
-	arch := o.GOARCH
+	if o.Version == "" {
+		v, err := ReadVersionFile(o.Dir)
+		if err != nil {
+			return err
+		}
+		o.Version = v
+	}
+	if o.OutDir == "" {
+		o.OutDir = filepath.Join(o.Dir, "_output", "image")
+	}
+	if len(o.Packages) == 0 {
+		o.Packages = []string{"./cmd/..."}
+	}
+	return nil
+}
+
+// rdmanetSpec fills o's defaults (Dir, Version, OutDir, Packages), builds
+// the binaries for arch into <OutDir>/stage/<stage> and returns the
+// image's spec (no Output).
+func rdmanetSpec(ctx context.Context, o *RdmanetOptions, arch, stage string) (Spec, error) {
+	if err := o.fill(); err != nil {
+		return Spec{}, err
+	}
 	if arch == "" {
 		arch = runtime.GOARCH
 	}
-	bins, err := GoBuild{Dir: dir, Packages: pkgs, OutDir: filepath.Join(out, "stage", "rdmanet-"+tag), Tags: tags, Version: v, GOARCH: arch}.Run(ctx)
+	v := o.Version
+	variant, tag := "production", rdmanetTag(*o)
+	var tags []string
+	if o.Sim {
+		variant, tags = "sim", []string{SimTag}
+	}
+	bins, err := GoBuild{Dir: o.Dir, Packages: o.Packages, OutDir: filepath.Join(o.OutDir, "stage", stage), Tags: tags, Version: v, GOARCH: arch}.Run(ctx)
 	if err != nil {
-		return Result{}, err
+		return Spec{}, err
 	}
 	// The tag is the version the binaries report.
 	rev := ""
 	for _, b := range bins {
 		got, err := reportedVersion(ctx, b, arch)
 		if err != nil {
-			return Result{}, err
+			return Spec{}, err
 		}
 		if got != "" && got != v {
-			return Result{}, fmt.Errorf("%s reports version %s, want %s (VERSION)", b, got, v)
+			return Spec{}, fmt.Errorf("%s reports version %s, want %s (VERSION)", b, got, v)
 		}
 		if bi, err := inspect.File(b); err == nil && rev == "" {
 			rev = bi.Revision
@@ -204,13 +273,12 @@ func Rdmanet(ctx context.Context, o RdmanetOptions) (Result, error) {
 		Labels:        labels,
 		Created:       o.Created,
 		Arch:          arch,
-		Output:        filepath.Join(out, "rdmanet-"+tag+".tar"),
 		RequireStatic: true,
 	}
 	for _, b := range bins {
 		spec.Files = append(spec.Files, File{Path: BinDir + "/" + filepath.Base(b), Source: b, Mode: 0o755})
 	}
-	return Build(spec)
+	return spec, nil
 }
 
 // reportedVersion runs `bin --version` where this machine can run it
