@@ -6,6 +6,9 @@
 #                    (internal/image tests, the cluster tier's test pods)
 #   iptables, iproute2   the cluster tier's node network (test/cluster checks
 #                    both are on PATH before it starts)
+#   qemu-user-static /usr/bin/qemu-aarch64-static, the user-mode emulator the
+#                    arm64 smoke test runs the arm64 binaries under
+#                    (make smoke-arm64, test/crossarch)
 #
 # libseccomp-dev (runc) is installed by hack/build-runtime-tools.sh, which
 # needs it. Root (CI is root); without apt-get it names the package to install.
@@ -26,3 +29,4 @@ need() { # need FILE PACKAGE
 need /bin/busybox busybox-static
 need /usr/sbin/iptables iptables
 need /usr/bin/ip iproute2
+need /usr/bin/qemu-aarch64-static qemu-user-static
