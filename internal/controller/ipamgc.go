@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sort"
 	"sync"
 	"time"
 
@@ -193,6 +194,34 @@ func (g *IPAMGC) nodeDeleted(ctx context.Context, name string) {
 	time.AfterFunc(q, func() { g.nodeQuarantineOver(ctx, name, deleted) })
 }
 
+// quarantineMissing starts the quarantine of every node that has tracked
+// pods but no Node object. A replica that starts leading replays only the
+// Nodes that exist: a Node deleted while no replica led (the old leader
+// crashed with the node, or lost its lease) sends no event. Called once
+// the pod cache has synced. When the node list cannot be read nothing
+// starts (fail closed): those pods are released when Kubernetes' pod GC
+// deletes them, as without rdmanet.
+func (g *IPAMGC) quarantineMissing(ctx context.Context) {
+	nodes, err := g.Cluster.Nodes(ctx)
+	if err != nil {
+		g.Log.Error(err, "node list unreadable when starting to lead: nodes deleted before now are left to Kubernetes' pod GC")
+		return
+	}
+	g.mu.Lock()
+	var missing []string
+	for name := range g.byNode {
+		if !nodes[name] {
+			missing = append(missing, name)
+		}
+	}
+	g.mu.Unlock()
+	sort.Strings(missing)
+	for _, name := range missing {
+		g.Log.Info("pods on a node that no longer exists (deleted before this replica led)", "node", name)
+		g.nodeDeleted(ctx, name)
+	}
+}
+
 // nodeQuarantineOver queues the pods of a Node that stayed deleted. It asks
 // the API server, not the cache, and fails closed: when the node list
 // cannot be read, nothing is queued and it asks again in 5 s.
@@ -294,6 +323,7 @@ func (g *IPAMGC) Start(ctx context.Context) error {
 		return nil // ctx ended
 	}
 	g.Log.Info("watching pods: addresses of deleted and terminal pods are released now", "sweepInterval", interval)
+	g.quarantineMissing(ctx)
 
 	g.sweep(ctx)
 	sweeps := time.NewTicker(interval)

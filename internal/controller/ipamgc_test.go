@@ -295,3 +295,57 @@ func TestNodeQuarantine(t *testing.T) {
 		})
 	}
 }
+
+// TestQuarantineMissing: a replica that starts leading quarantines the
+// nodes its pods are on that no longer exist (their deletion happened
+// while no replica led, so no event comes), and after the quarantine
+// queues their pods; nodes that exist, and an unreadable node list, start
+// nothing.
+func TestQuarantineMissing(t *testing.T) {
+	onN1 := pod(corev1.PodRunning)
+	onN2 := pod(corev1.PodRunning, func(p *corev1.Pod) { p.Name, p.UID, p.Spec.NodeName = "p3", "u3", "n2" })
+	tests := []struct {
+		name    string
+		cluster fakeCluster
+		want    []string // queued after the quarantine, sorted
+	}{
+		{name: "n1 deleted before this replica led: its pod queued", cluster: fakeCluster{nodes: []string{"n2"}}, want: []string{"p"}},
+		{name: "both nodes exist: nothing queued", cluster: fakeCluster{nodes: []string{"n1", "n2"}}},
+		{name: "node list unreadable: nothing queued (fail closed)", cluster: fakeCluster{err: errors.New("forbidden")}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			g := &IPAMGC{Cluster: tc.cluster, Log: logr.Discard(), NodeQuarantine: time.Millisecond,
+				pending: map[gc.PodRef]queued{}, kick: make(chan struct{}, 1)}
+			for _, p := range []*corev1.Pod{onN1, onN2} {
+				g.enqueue(nil, p, false)
+			}
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			g.quarantineMissing(ctx)
+			var got []string
+			for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+				g.mu.Lock()
+				got = got[:0]
+				for ref := range g.pending {
+					got = append(got, ref.Name)
+				}
+				g.mu.Unlock()
+				if len(got) >= len(tc.want) || time.Now().After(deadline) {
+					break
+				}
+			}
+			time.Sleep(50 * time.Millisecond) // nothing more arrives
+			g.mu.Lock()
+			got = got[:0]
+			for ref := range g.pending {
+				got = append(got, ref.Name)
+			}
+			g.mu.Unlock()
+			sort.Strings(got)
+			if fmt.Sprint(got) != fmt.Sprint(tc.want) {
+				t.Errorf("queued %v, want %v", got, tc.want)
+			}
+		})
+	}
+}
