@@ -11,7 +11,7 @@
 //     unless Force;
 //  2. decides whether rdmanet-ipam is also installed as "whereabouts"
 //     (AsWhereabouts: never over another project's whereabouts in auto);
-//  3. checks every input (binaries, token Secrets, ConfigMap files) before
+//  3. checks every input (binaries, the projected token and CA, ConfigMap files) before
 //     writing anything, and records what it is about to write;
 //  4. writes each file atomically (temporary file in the same directory,
 //     fsync, rename: a running plugin keeps its file), skipping files that
@@ -26,6 +26,7 @@
 package install
 
 import (
+	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -73,17 +74,37 @@ const (
 )
 
 // Identity is one kubeconfig the installer writes for host-side binaries:
-// <CNIConfDir>/<Dir>/<Name>.kubeconfig reading <Dir>/token, from the token
-// Secret mounted at <TokenDir>/<TokenSub>.
+// <CNIConfDir>/<Dir>/<Name>.kubeconfig. Every identity is the node's own
+// (the rdmanet-node pod's ServiceAccount, bound to the pod and its node):
+// they all read the one host token file, HostTokenFile, and its CA.
 type Identity struct {
-	Name, Dir, TokenSub, Secret string
+	Name, Dir string
 }
 
-// Identities: the meta CNI (rdmanet shim → rdmanet-direct) and rdmanet-ipam.
+// Identities: the meta CNI (rdmanet shim → rdmanet-direct, rdmanet-daemon,
+// rdmanet-agent) and rdmanet-ipam (rdmanet-ipam-direct, in-process in the daemon).
 var Identities = []Identity{
-	{Name: "rdmanet", Dir: MetaDir, TokenSub: "daemon", Secret: "rdmanet-daemon-token"},
-	{Name: "rdmanet-ipam", Dir: IPAMDir, TokenSub: "ipam", Secret: "rdmanet-ipam-token"},
+	{Name: "rdmanet", Dir: MetaDir},
+	{Name: "rdmanet-ipam", Dir: IPAMDir},
 }
+
+// The node's credential on the host, under the CNI config directory: the
+// projected ServiceAccount token of the rdmanet-node pod (rdmanet-install
+// writes the first one, rdmanet-agent --host-token-file every rotation:
+// internal/nodetoken) and the cluster CA. Releases before 0.3 copied a
+// long-lived Secret token per identity to <Dir>/token instead; an install
+// over one of them removes <IPAMDir>/token and <IPAMDir>/ca.crt and
+// replaces <MetaDir>/token with the expiring one.
+const (
+	HostTokenFile = MetaDir + "/token"
+	HostCAFile    = MetaDir + "/ca.crt"
+)
+
+// Files of the projected volume in TokenDir.
+const (
+	ProjectedToken = "token"
+	ProjectedCA    = "ca.crt"
+)
 
 // Options are every path and switch of an install. Zero paths are not
 // defaulted here: the command's flags carry the defaults (DefaultOptions).
@@ -99,7 +120,8 @@ type Options struct {
 	CNIConfDir string
 	// ConfigDir holds 00-rdmanet.conf and rdmanet-ipam.conf (the ConfigMap).
 	ConfigDir string
-	// TokenDir holds one directory per Identity.TokenSub with token and ca.crt.
+	// TokenDir is the pod's projected volume: token (the pod's bound,
+	// expiring ServiceAccount token) and ca.crt (kube-root-ca.crt).
 	TokenDir string
 	// Manifest is the stamp file (default <CNIConfDir>/rdmanet.d/install.json).
 	Manifest string
@@ -413,26 +435,26 @@ func (o *Options) plan() ([]planned, error) {
 	if !slices.Contains(o.Binaries, IPAMBinary) && o.AsWhereabouts == WhereaboutsTrue {
 		return nil, fmt.Errorf("--install-as-whereabouts=true needs %s among --binaries", IPAMBinary)
 	}
+	token, err := readProjected(o.TokenDir, ProjectedToken)
+	if err != nil {
+		return nil, err
+	}
+	token = bytes.TrimSpace(token) // rdmanet-agent writes it so too: no rewrite at its first round
+	ca, err := readProjected(o.TokenDir, ProjectedCA)
+	if err != nil {
+		return nil, err
+	}
+	if !strings.Contains(string(ca), "-----BEGIN CERTIFICATE-----") {
+		return nil, fmt.Errorf("%s: not a PEM certificate; fix: project the ConfigMap kube-root-ca.crt (key ca.crt) there: kube-controller-manager publishes the cluster CA in it",
+			filepath.Join(o.TokenDir, ProjectedCA))
+	}
+	tokenFile, caFile := filepath.Join(o.CNIConfDir, HostTokenFile), filepath.Join(o.CNIConfDir, HostCAFile)
+	plan = append(plan,
+		bytesPlan(Entry{Root: rootConf, Path: HostTokenFile, Kind: kindToken}, 0o600, token, filepath.Join(o.TokenDir, ProjectedToken)),
+		bytesPlan(Entry{Root: rootConf, Path: HostCAFile, Kind: kindConfig}, 0o644, ca, filepath.Join(o.TokenDir, ProjectedCA)))
 	for _, id := range Identities {
-		dir := filepath.Join(o.TokenDir, id.TokenSub)
-		token, err := readSecretFile(dir, "token", id)
-		if err != nil {
-			return nil, err
-		}
-		ca, err := readSecretFile(dir, "ca.crt", id)
-		if err != nil {
-			return nil, err
-		}
-		if !strings.Contains(string(ca), "-----BEGIN CERTIFICATE-----") {
-			return nil, fmt.Errorf("%s: not a PEM certificate; fix: the Secret %s's ca.crt must be the cluster CA (kube-controller-manager fills it with --root-ca-file)",
-				filepath.Join(dir, "ca.crt"), id.Secret)
-		}
-		confDir := filepath.Join(o.CNIConfDir, id.Dir)
-		kc := Kubeconfig(id.Name, o.APIServer, filepath.Join(confDir, "ca.crt"), filepath.Join(confDir, "token"))
-		plan = append(plan,
-			bytesPlan(Entry{Root: rootConf, Path: id.Dir + "/token", Kind: kindSecret}, 0o600, token, filepath.Join(dir, "token")),
-			bytesPlan(Entry{Root: rootConf, Path: id.Dir + "/ca.crt", Kind: kindConfig}, 0o644, ca, filepath.Join(dir, "ca.crt")),
-			bytesPlan(Entry{Root: rootConf, Path: id.Dir + "/" + id.Name + ".kubeconfig", Kind: kindSecret}, 0o600, kc, "server "+o.APIServer))
+		kc := Kubeconfig(id.Name, o.APIServer, caFile, tokenFile)
+		plan = append(plan, bytesPlan(Entry{Root: rootConf, Path: id.Dir + "/" + id.Name + ".kubeconfig", Kind: kindSecret}, 0o600, kc, "server "+o.APIServer))
 	}
 	for _, c := range []struct{ name, dest string }{{IPAMConf, IPAMDir + "/" + IPAMConf}, {MetaConf, MetaConf}} {
 		p := filepath.Join(o.ConfigDir, c.name)
@@ -453,15 +475,16 @@ func bytesPlan(e Entry, mode os.FileMode, b []byte, src string) planned {
 	return planned{entry: e, mode: mode, read: func() ([]byte, error) { return b, nil }, src: src}
 }
 
-func readSecretFile(dir, name string, id Identity) ([]byte, error) {
+// readProjected reads one file of the pod's projected token volume.
+func readProjected(dir, name string) ([]byte, error) {
 	p := filepath.Join(dir, name)
 	b, err := os.ReadFile(p)
 	if err == nil && len(strings.TrimSpace(string(b))) == 0 {
 		err = errors.New("empty")
 	}
 	if err != nil {
-		return nil, fmt.Errorf("%s: %w; fix: the Secret %s (deploy/node-tokens.yaml) must be mounted at %s and filled in by kube-controller-manager's token controller "+
-			"(kubectl -n rdmanet-system get secret %s shows data.%s); until then this init container fails and is retried", p, err, id.Secret, dir, id.Secret, name)
+		return nil, fmt.Errorf("%s: %w; fix: mount the DaemonSet's projected volume node-token (serviceAccountToken at %s, ConfigMap kube-root-ca.crt at %s) at --token-dir %s (deploy/node-daemonset.yaml)",
+			p, err, ProjectedToken, ProjectedCA, dir)
 	}
 	return b, nil
 }

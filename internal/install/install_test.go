@@ -26,6 +26,9 @@ import (
 
 const testCA = "-----BEGIN CERTIFICATE-----\nMIIBfake\n-----END CERTIFICATE-----\n"
 
+// projectedToken stands for the pod's projected ServiceAccount token (kubelet writes no newline; one is accepted).
+const projectedToken = "eyJhbGciOiJSUzI1NiJ9.eyJleHAiOjE3Nzc2NDA0MDB9.c2ln\n"
+
 // Fake Go binaries with the build info the installer inspects: built from
 // throwaway modules whose module and package paths are rdmanet's (or
 // Whereabouts'), so their Go build info says what a real build's says.
@@ -84,7 +87,7 @@ func TestMain(m *testing.M) {
 }
 
 // node is a temporary node: an image source dir, the host's CNI dirs, the
-// mounted ConfigMap and token Secrets.
+// mounted ConfigMap and the pod's projected token volume.
 type node struct {
 	root             string
 	src, bin, conf   string
@@ -109,10 +112,9 @@ func newNode(t *testing.T) *node {
 	}
 	writeFile(t, filepath.Join(n.config, MetaConf), `{"cniVersion":"0.3.1","name":"rdmanet","type":"rdmanet"}`, 0o644)
 	writeFile(t, filepath.Join(n.config, IPAMConf), `{"store":{"type":"kubernetes"}}`, 0o644)
-	for _, sub := range []string{"daemon", "ipam"} {
-		writeFile(t, filepath.Join(n.tokens, sub, "token"), "token-of-"+sub, 0o400)
-		writeFile(t, filepath.Join(n.tokens, sub, "ca.crt"), testCA, 0o400)
-	}
+	// the projected volume: the pod's token and kube-root-ca.crt
+	writeFile(t, filepath.Join(n.tokens, "token"), projectedToken, 0o400)
+	writeFile(t, filepath.Join(n.tokens, "ca.crt"), testCA, 0o400)
 	return n
 }
 
@@ -222,7 +224,7 @@ func wantInstalled(t *testing.T, n *node, whereabouts bool) {
 	}{
 		{"rdmanet.d", 0o700 | fs.ModeDir}, {"rdmanet-ipam.d", 0o700 | fs.ModeDir},
 		{"rdmanet.d/token", 0o600}, {"rdmanet.d/ca.crt", 0o644}, {"rdmanet.d/rdmanet.kubeconfig", 0o600},
-		{"rdmanet-ipam.d/token", 0o600}, {"rdmanet-ipam.d/ca.crt", 0o644}, {"rdmanet-ipam.d/rdmanet-ipam.kubeconfig", 0o600},
+		{"rdmanet-ipam.d/rdmanet-ipam.kubeconfig", 0o600},
 		{"rdmanet-ipam.d/rdmanet-ipam.conf", 0o644}, {"00-rdmanet.conf", 0o644}, {"rdmanet.d/install.json", 0o600},
 	} {
 		st, err := os.Stat(filepath.Join(n.conf, f.path))
@@ -248,13 +250,18 @@ func wantInstalled(t *testing.T, n *node, whereabouts bool) {
 		if err := yaml.Unmarshal([]byte(readFile(t, p)), &kc); err != nil {
 			t.Fatalf("%s: %v", p, err)
 		}
-		dir := filepath.Join(n.conf, id.Dir)
-		if len(kc.Clusters) != 1 || kc.Clusters[0].Cluster["server"] != "https://10.96.0.1:443" || kc.Clusters[0].Cluster["certificate-authority"] != filepath.Join(dir, "ca.crt") ||
-			len(kc.Users) != 1 || kc.Users[0].User["tokenFile"] != filepath.Join(dir, "token") || kc.CurrentContext != id.Name {
+		// every identity is the node's: one token file, one CA
+		if len(kc.Clusters) != 1 || kc.Clusters[0].Cluster["server"] != "https://10.96.0.1:443" || kc.Clusters[0].Cluster["certificate-authority"] != filepath.Join(n.conf, HostCAFile) ||
+			len(kc.Users) != 1 || kc.Users[0].User["tokenFile"] != filepath.Join(n.conf, HostTokenFile) || kc.CurrentContext != id.Name {
 			t.Errorf("%s: %+v", p, kc)
 		}
-		if got := readFile(t, filepath.Join(dir, "token")); got != "token-of-"+id.TokenSub {
-			t.Errorf("%s/token = %q", dir, got)
+	}
+	if got := readFile(t, filepath.Join(n.conf, HostTokenFile)); got != strings.TrimSpace(projectedToken) {
+		t.Errorf("%s = %q, want the projected token", HostTokenFile, got)
+	}
+	for _, gone := range []string{"rdmanet-ipam.d/token", "rdmanet-ipam.d/ca.crt"} {
+		if _, err := os.Lstat(filepath.Join(n.conf, gone)); !errors.Is(err, fs.ErrNotExist) {
+			t.Errorf("%s: %v, want no such file (one token file per node)", gone, err)
 		}
 	}
 	noTemps(t, n)
@@ -286,11 +293,11 @@ func TestInstall(t *testing.T) {
 			whereabouts: "installed",
 			check: func(t *testing.T, n *node, rep *Report) {
 				wantInstalled(t, n, true)
-				if rep.Count("installed") != len(DefaultBinaries)+1+6+2 || rep.Count("updated")+rep.Count("unchanged") != 0 {
+				if rep.Count("installed") != len(DefaultBinaries)+1+4+2 || rep.Count("updated")+rep.Count("unchanged") != 0 {
 					t.Errorf("actions %+v", rep.Actions)
 				}
 				m, err := readManifest(filepath.Join(n.conf, MetaDir, ManifestName))
-				if err != nil || m.Version != "0.2.0" || len(m.Files) != len(DefaultBinaries)+1+6+2 {
+				if err != nil || m.Version != "0.2.0" || len(m.Files) != len(DefaultBinaries)+1+4+2 {
 					t.Fatalf("manifest %+v %v", m, err)
 				}
 				for _, e := range m.Files {
@@ -498,11 +505,13 @@ func TestInstall(t *testing.T) {
 			},
 		},
 		{
-			name: "token Secret not filled yet: the error names the file and the Secret",
+			name: "projected token missing: the error names the file and the volume",
 			before: func(t *testing.T, n *node) {
-				writeFile(t, filepath.Join(n.tokens, "ipam", "token"), "", 0o400)
+				if err := os.Remove(filepath.Join(n.tokens, "token")); err != nil {
+					t.Fatal(err)
+				}
 			},
-			errContains: "rdmanet-ipam-token",
+			errContains: "token: no such file or directory; fix: mount the DaemonSet's projected volume node-token",
 			check: func(t *testing.T, n *node, rep *Report) {
 				if entries, _ := os.ReadDir(n.bin); len(entries) != 0 {
 					t.Errorf("files written before every input was checked: %v", entries)
@@ -818,5 +827,64 @@ func TestFailingFSIsUsed(t *testing.T) {
 	}
 	if _, err := fs.ReadFile(f, "rdma"); err == nil {
 		t.Fatal("failingFS read the whole file twice")
+	}
+}
+
+// TestUpgradeFromSecretTokens: an install over a release that copied the
+// long-lived Secret tokens (rdmanet.d/token, rdmanet-ipam.d/{token,ca.crt})
+// leaves no copy of them: the meta token is replaced by the pod's projected
+// token, the IPAM copies are removed, both kubeconfigs read the one node
+// token; and after rdmanet-agent has rewritten the token (a rotation),
+// uninstall still removes it.
+func TestUpgradeFromSecretTokens(t *testing.T) {
+	n := newNode(t)
+	const legacy = "legacy-secret-token-without-expiry"
+	old := &Manifest{Version: "0.2.0", Dirs: []string{MetaDir, IPAMDir}}
+	for _, f := range []struct{ path, content, kind string }{
+		{"rdmanet.d/token", legacy, kindSecret}, {"rdmanet.d/ca.crt", testCA, kindConfig},
+		{"rdmanet-ipam.d/token", legacy + "-ipam", kindSecret}, {"rdmanet-ipam.d/ca.crt", testCA, kindConfig},
+	} {
+		writeFile(t, filepath.Join(n.conf, f.path), f.content, 0o600)
+		old.Files = append(old.Files, Entry{Root: rootConf, Path: f.path, Kind: f.kind, SHA256: hashBytes([]byte(f.content))})
+	}
+	if err := writeManifest(filepath.Join(n.conf, MetaDir, ManifestName), old); err != nil {
+		t.Fatal(err)
+	}
+	rep, err := Install(context.Background(), n.options(func(o *Options) { o.Version = "0.3.0" }))
+	if err != nil {
+		t.Fatalf("Install: %v\n%s", err, n.log)
+	}
+	removed := map[string]bool{}
+	for _, a := range rep.Actions {
+		if a.Did == "removed" {
+			removed[strings.TrimPrefix(a.Path, n.conf+"/")] = true
+		}
+	}
+	if !removed["rdmanet-ipam.d/token"] || !removed["rdmanet-ipam.d/ca.crt"] {
+		t.Errorf("removed %v, want the old IPAM token and CA copies", removed)
+	}
+	for _, f := range tree(t, n.conf) {
+		if b, err := os.ReadFile(f); err == nil && strings.Contains(string(b), legacy) {
+			t.Errorf("%s still holds the long-lived token", f)
+		}
+	}
+	if got := readFile(t, filepath.Join(n.conf, HostTokenFile)); got != strings.TrimSpace(projectedToken) {
+		t.Errorf("%s = %q, want the projected token", HostTokenFile, got)
+	}
+	m, err := readManifest(filepath.Join(n.conf, MetaDir, ManifestName))
+	if err != nil {
+		t.Fatal(err)
+	}
+	i := slices.IndexFunc(m.Files, func(e Entry) bool { return e.Path == HostTokenFile })
+	if i < 0 || m.Files[i].Kind != kindToken {
+		t.Fatalf("manifest entry of %s: %+v, want kind %q", HostTokenFile, m.Files, kindToken)
+	}
+	// a rotation (rdmanet-agent --host-token-file), then uninstall
+	writeFile(t, filepath.Join(n.conf, HostTokenFile), "eyJ.rotated.sig", 0o600)
+	if _, err := Uninstall(n.options()); err != nil {
+		t.Fatalf("Uninstall: %v", err)
+	}
+	if _, err := os.Lstat(filepath.Join(n.conf, HostTokenFile)); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("uninstall left the rotated node token: %v", err)
 	}
 }

@@ -23,17 +23,20 @@ Install, in order:
   1. refuses to replace a newer rdmanet install (the version recorded in
      --manifest, or reported by the installed rdmanet binary) unless --force;
   2. checks every input before writing anything: the binaries in --src-dir,
-     the token Secrets in --token-dir/{daemon,ipam}/{token,ca.crt}, the
+     the pod's projected token volume --token-dir/{token,ca.crt}, the
      ConfigMap files --config-dir/{00-rdmanet.conf,rdmanet-ipam.conf};
   3. copies --binaries into --cni-bin-dir, each atomically (temporary file in
      the same directory, fsync, rename: a running plugin keeps its file), and
      rdmanet-ipam also as "whereabouts" per --install-as-whereabouts;
-  4. writes <conf>/rdmanet.d/{token,ca.crt,rdmanet.kubeconfig} and
-     <conf>/rdmanet-ipam.d/{token,ca.crt,rdmanet-ipam.kubeconfig} (server
+  4. writes the node's credential <conf>/rdmanet.d/{token,ca.crt} (the pod's
+     bound, expiring ServiceAccount token: rdmanet-agent --host-token-file
+     keeps it fresh), the kubeconfigs <conf>/rdmanet.d/rdmanet.kubeconfig and
+     <conf>/rdmanet-ipam.d/rdmanet-ipam.kubeconfig that read it (server
      https://$KUBERNETES_SERVICE_HOST:$KUBERNETES_SERVICE_PORT, tokenFile),
      rdmanet-ipam.d/rdmanet-ipam.conf, and last 00-rdmanet.conf (the runtime
      uses rdmanet from then on). Identical files are left untouched.
-  5. removes what an earlier install put there and this one does not, and
+  5. removes what an earlier install put there and this one does not (the
+     long-lived tokens releases before 0.3 copied: rdmanet-ipam.d/token), and
      records every file with its checksum in --manifest.
 
 --install-as-whereabouts:
@@ -71,7 +74,7 @@ func Main(args []string, getenv func(string) string, stdout, stderr io.Writer) i
 	fs.StringVar(&o.CNIBinDir, "cni-bin-dir", o.CNIBinDir, "the node's CNI bin directory (/opt/cni/bin) as mounted in this container")
 	fs.StringVar(&o.CNIConfDir, "cni-conf-dir", o.CNIConfDir, "the node's CNI config directory, mounted at the host's path")
 	fs.StringVar(&o.ConfigDir, "config-dir", o.ConfigDir, "the rdmanet-node-config ConfigMap: 00-rdmanet.conf, rdmanet-ipam.conf")
-	fs.StringVar(&o.TokenDir, "token-dir", o.TokenDir, "parent of the token Secrets' mounts daemon/ (rdmanet-daemon-token) and ipam/ (rdmanet-ipam-token)")
+	fs.StringVar(&o.TokenDir, "token-dir", o.TokenDir, "the pod's projected volume: token (its bound, expiring ServiceAccount token) and ca.crt (ConfigMap kube-root-ca.crt)")
 	fs.StringVar(&o.Manifest, "manifest", "", "install manifest: the version and files installed (default <cni-conf-dir>/rdmanet.d/install.json)")
 	binaries := fs.String("binaries", strings.Join(o.Binaries, ","), "comma-separated binaries of --src-dir to install")
 	fs.StringVar(&o.AsWhereabouts, "install-as-whereabouts", o.AsWhereabouts, "auto, true or false: also install rdmanet-ipam as \"whereabouts\" (see above)")

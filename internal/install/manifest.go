@@ -27,7 +27,7 @@ type Manifest struct {
 type Entry struct {
 	Root string `json:"root"` // "bin" (CNI bin dir) or "conf" (CNI config dir)
 	Path string `json:"path"` // slash-separated, relative to the root
-	Kind string `json:"kind"` // binary, config, secret
+	Kind string `json:"kind"` // binary, config, secret, token
 	// SHA256 of the content rdmanet wrote. While an install is under way
 	// Also holds the previous content's, so either counts as rdmanet's.
 	SHA256 string   `json:"sha256"`
@@ -41,6 +41,9 @@ const (
 	kindBinary = "binary"
 	kindConfig = "config"
 	kindSecret = "secret"
+	// kindToken is the node's host token file: rdmanet-agent rewrites it
+	// at every rotation, so its content is rdmanet's whatever its checksum.
+	kindToken = "token"
 )
 
 func (e Entry) same(f Entry) bool { return e.Root == f.Root && e.Path == f.Path }

@@ -89,6 +89,9 @@ func (o *Options) remove(e Entry, why string) Action {
 			ours, reason = true, "as installed"
 		}
 	}
+	if !ours && e.Kind == kindToken && st.Mode().IsRegular() {
+		ours, reason = true, "the node token (rewritten at every rotation)"
+	}
 	if !ours && e.Kind == kindBinary {
 		cmd := e.Path
 		if cmd == Whereabouts {

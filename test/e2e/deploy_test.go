@@ -49,6 +49,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/yaml"
 
+	v1alpha1 "github.com/rdmanet/rdmanet/api/ipam/v1alpha1"
 	"github.com/rdmanet/rdmanet/internal/agent"
 	"github.com/rdmanet/rdmanet/internal/cni/meta"
 	"github.com/rdmanet/rdmanet/internal/inventory"
@@ -632,9 +633,9 @@ func deployName(prefix string) string {
 
 // installNode runs the DaemonSet's installer (the init container's
 // rdmanet-install with its args, every path moved into a temporary root),
-// with the e2e binaries as the image's and the given tokens as the Secrets'.
-// It returns the CNI config dir it wrote.
-func installNode(t *testing.T, api *apiserver.Server, objs []deployObject, tokens map[string]string) string {
+// with the e2e binaries as the image's and the given token as the pod's
+// projected one. It returns the CNI config dir it wrote.
+func installNode(t *testing.T, api *apiserver.Server, objs []deployObject, token string) string {
 	t.Helper()
 	root := t.TempDir()
 	cfg := api.Config()
@@ -647,10 +648,9 @@ func installNode(t *testing.T, api *apiserver.Server, objs []deployObject, token
 	for k, v := range cm.Data {
 		writeFile(t, filepath.Join(configDir, k), v, 0o644)
 	}
-	for dir, token := range tokens {
-		writeFile(t, filepath.Join(tokenDir, dir, "token"), token, 0o400)
-		writeFile(t, filepath.Join(tokenDir, dir, "ca.crt"), string(ca), 0o400)
-	}
+	// the projected volume node-token: the pod's token and kube-root-ca.crt
+	writeFile(t, filepath.Join(tokenDir, "token"), token, 0o400)
+	writeFile(t, filepath.Join(tokenDir, "ca.crt"), string(ca), 0o400)
 	u, err := url.Parse(cfg.Host)
 	if err != nil {
 		t.Fatal(err)
@@ -672,9 +672,9 @@ func installNode(t *testing.T, api *apiserver.Server, objs []deployObject, token
 		if to, ok := moved[k]; ok {
 			switch k {
 			case "--src-dir": // the image's own directory
-			case "--token-dir": // the parent of the two token Secrets' mounts
-				mountedIn(t, init[0], k, v+"/daemon/token")
-				mountedIn(t, init[0], k, v+"/ipam/token")
+			case "--token-dir": // the projected token volume
+				mountedIn(t, init[0], k, v+"/token")
+				mountedIn(t, init[0], k, v+"/ca.crt")
 			default:
 				mountedIn(t, init[0], k, v)
 			}
@@ -703,7 +703,7 @@ func installNode(t *testing.T, api *apiserver.Server, objs []deployObject, token
 			t.Errorf("rdmanet-install: %s/%s: %v %v", cniBin, b, st, err)
 		}
 	}
-	for _, f := range []string{"rdmanet.d/token", "rdmanet.d/rdmanet.kubeconfig", "rdmanet-ipam.d/token", "rdmanet-ipam.d/rdmanet-ipam.kubeconfig"} {
+	for _, f := range []string{"rdmanet.d/token", "rdmanet.d/rdmanet.kubeconfig", "rdmanet-ipam.d/rdmanet-ipam.kubeconfig"} {
 		if st, err := os.Stat(filepath.Join(confDir, f)); err != nil || st.Mode().Perm() != 0o600 {
 			t.Errorf("rdmanet-install: %s: %v %v, want mode 0600", f, st, err)
 		}
@@ -839,10 +839,11 @@ func TestDeployRBAC(t *testing.T) {
 		t.Fatal(err)
 	}
 	objs := applyDeploy(t, api, "Namespace", "ServiceAccount", "ClusterRole", "ClusterRoleBinding")
-	confDir := installNode(t, api, objs, map[string]string{
-		"daemon": mintToken(t, admin, "rdmanet-daemon"),
-		"ipam":   mintToken(t, admin, "rdmanet-ipam"),
-	})
+	// One node identity (the rdmanet-node pod's ServiceAccount) for every
+	// component on the node. The policies that narrow its writes to its
+	// own node (deploy/policy) are not installed here: test/nodeidentity
+	// proves them with node-bound tokens.
+	confDir := installNode(t, api, objs, mintToken(t, admin, "rdmanet-daemon"))
 
 	// Objects the components work on.
 	ns := deployName("deploy-rbac")
@@ -1005,7 +1006,10 @@ func TestDeployRBAC(t *testing.T) {
 			{"delete NAD", func(ctx context.Context) error {
 				return live.NADs.K8sCniCncfIoV1().NetworkAttachmentDefinitions(ns).Delete(ctx, nad.Name, metav1.DeleteOptions{})
 			}},
-			{"list ipamblocks", func(ctx context.Context) error { _, err := store.List(ctx, ipam.Pool{}, ""); return err }},
+			// (ipamblocks: the node identity is rdmanet-ipam's too since 0.3.)
+			{"delete ipamblock", func(ctx context.Context) error {
+				return store.Delete(ctx, &v1alpha1.IPAMBlock{ObjectMeta: metav1.ObjectMeta{Name: "any"}})
+			}},
 		})
 	})
 
@@ -1041,15 +1045,15 @@ func TestDeployRBAC(t *testing.T) {
 		for i, o := range owners {
 			al := []*ipam.Allocator{a, b}[i]
 			if _, err := al.Allocate(ctx, network, r, o); err != nil {
-				t.Fatalf("allocate with the rdmanet-ipam token: %v", err)
+				t.Fatalf("allocate with the node token (rdmanet-ipam kubeconfig): %v", err)
 			}
 		}
 		// A repeated ADD answered from b's node cache is confirmed with a GET.
 		if _, err := b.Allocate(ctx, network, r, owners[1]); err != nil {
-			t.Fatalf("repeated allocate with the rdmanet-ipam token: %v", err)
+			t.Fatalf("repeated allocate with the node token (rdmanet-ipam kubeconfig): %v", err)
 		}
 		if err := b.Release(ctx, pool, owners[0]); err != nil {
-			t.Fatalf("release with the rdmanet-ipam token: %v", err)
+			t.Fatalf("release with the node token (rdmanet-ipam kubeconfig): %v", err)
 		}
 		blocks, err := store.List(ctx, pool, ipamNode)
 		if err != nil || len(blocks) != 1 {
@@ -1063,14 +1067,11 @@ func TestDeployRBAC(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		// (The node identity reads pods: the meta CNI's pod cache. rdmanet-ipam
+		// has no identity of its own since 0.3.)
 		forbidden(t, []apiCall{
 			{"delete ipamblock", func(ctx context.Context) error { return store.Delete(ctx, &blocks[0]) }},
-			{"list pods", func(ctx context.Context) error { _, err := cl.Pods(ctx); return err }},
 			{"list nodes", func(ctx context.Context) error { _, err := cl.Nodes(ctx); return err }},
-			{"get pod", func(ctx context.Context) error {
-				_, err := cs.CoreV1().Pods(ns).Get(ctx, mine.Name, metav1.GetOptions{})
-				return err
-			}},
 			{"list secrets", func(ctx context.Context) error {
 				_, err := cs.CoreV1().Secrets("").List(ctx, metav1.ListOptions{})
 				return err

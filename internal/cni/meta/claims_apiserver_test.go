@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	resourcev1 "k8s.io/api/resource/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
@@ -40,10 +41,14 @@ func TestClaimAttachmentAPIServer(t *testing.T) {
 		t.Fatal(err)
 	}
 	cfg := srv.Config()
-	cfg.Impersonate = rest.ImpersonationConfig{UserName: daemonSA, Groups: []string{"system:serviceaccounts", "system:authenticated"}}
+	const node, res = "node-a", "example.com/sriov_rdma"
+	// The daemon's token is bound to its pod on node-a: the API server adds
+	// the node-name extra, which is what lets "associated-node:patch" (its
+	// only resourceclaims/driver grant) apply to claims allocated there.
+	cfg.Impersonate = rest.ImpersonationConfig{UserName: daemonSA, Groups: []string{"system:serviceaccounts", "system:authenticated"},
+		Extra: map[string][]string{"authentication.kubernetes.io/node-name": {node}}}
 	daemon := kubernetes.NewForConfigOrDie(cfg)
 
-	const node, res = "node-a", "example.com/sriov_rdma"
 	slice := func(name, driver, pool string, gen int64, devs ...resourcev1.Device) {
 		t.Helper()
 		s := &resourcev1.ResourceSlice{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: resourcev1.ResourceSliceSpec{
@@ -96,7 +101,9 @@ func TestClaimAttachmentAPIServer(t *testing.T) {
 		t.Fatal(err)
 	}
 	claim.Status.Allocation = &resourcev1.AllocationResult{Devices: resourcev1.DeviceAllocationResult{Results: []resourcev1.DeviceRequestAllocationResult{
-		{Request: "nic", Driver: ClaimStatusDriver, Pool: node, Device: "vf-0000-41-00-2"}}}}
+		{Request: "nic", Driver: ClaimStatusDriver, Pool: node, Device: "vf-0000-41-00-2"}}},
+		NodeSelector: &corev1.NodeSelector{NodeSelectorTerms: []corev1.NodeSelectorTerm{{MatchFields: []corev1.NodeSelectorRequirement{
+			{Key: "metadata.name", Operator: corev1.NodeSelectorOpIn, Values: []string{node}}}}}}}
 	if _, err := admin.ResourceV1().ResourceClaims("default").UpdateStatus(ctx, claim, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
