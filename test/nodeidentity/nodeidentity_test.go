@@ -441,6 +441,23 @@ func TestNodeRestriction(t *testing.T) {
 	if _, err := allocB.Allocate(ctx, "nid-small", small, ownerB); err != nil {
 		t.Fatalf("node B claims the small range's block: %v", err)
 	}
+	// A range whose gateway lies in node B's block (B's config has none).
+	gwPlain, gwWith := func() *ipam.Range {
+		c, err := ipam.Parse([]byte(`{"cniVersion":"1.0.0","name":"t","ipam":{"range":"10.94.0.0/28","exclude":["10.94.0.1/32"],"network_name":"nid-gw"}}`), ipam.Env{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return c.Ranges[0]
+	}(), func() *ipam.Range {
+		c, err := ipam.Parse([]byte(`{"cniVersion":"1.0.0","name":"t","ipam":{"range":"10.94.0.0/28","gateway":"10.94.0.1","network_name":"nid-gw"}}`), ipam.Env{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return c.Ranges[0]
+	}()
+	if _, err := allocB.Allocate(ctx, "nid-gw", gwPlain, ipam.Owner{ContainerID: "cb-gw", IfName: "net1"}); err != nil {
+		t.Fatalf("node B claims the gateway's block: %v", err)
+	}
 	adminStore, err := ipam.NewKubeStore(w.api.Config())
 	if err != nil {
 		t.Fatal(err)
@@ -545,6 +562,21 @@ func TestNodeRestriction(t *testing.T) {
 				return errors.New("nothing was borrowed")
 			}
 			return allocA.Release(ctx, smallPool, ipam.Owner{ContainerID: "ca2", IfName: "net1"})
+		}},
+		{w.a, "update ipamblock (Allocate: reserve the gateway, then borrow)", "node B's block holding the gateway", allowed(), func(ctx context.Context, id *identity) error {
+			if _, err := allocA.Allocate(ctx, "nid-gw", gwWith, ipam.Owner{ContainerID: "ca-gw", IfName: "net1"}); err != nil {
+				return err
+			}
+			bs, err := adminStore.List(ctx, ipam.Pool{Network: "nid-gw", Prefix: gwWith.Prefix}, nodeB)
+			if err != nil || len(bs) != 1 || bs[0].Spec.Allocations["10.94.0.1"].Reserved != ipam.ReservedGateway {
+				return fmt.Errorf("gateway not reserved in node B's block: %+v %v", bs, err)
+			}
+			return nil
+		}},
+		{w.a, "update ipamblock: reserve a free address (not as the gateway)", "node B's block", refused("rdmanet-node/block-own-allocations"), func(ctx context.Context, id *identity) error {
+			return w.updateBlock(ctx, t, id, blockB, func(b *v1alpha1.IPAMBlock) {
+				b.Spec.Allocations[freeAddr(t, b)] = v1alpha1.Allocation{Reserved: "held-by-attacker"}
+			})
 		}},
 		{w.a, "create ipamblock with spec.node = node B", "node B's block", refused("rdmanet-node/block-claim-own"), func(ctx context.Context, id *identity) error {
 			return createBlock(ctx, id, block("stolen-block", nodeB, "10.97.0.0/29"), nil)
