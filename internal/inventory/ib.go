@@ -123,3 +123,82 @@ func LinkGUID(s string) string {
 // ZeroGUID reports whether a GUID (either form) is all zeros: a VF whose
 // GUID has not been set.
 func ZeroGUID(s string) bool { return strings.Trim(strings.ReplaceAll(s, ":", ""), "0") == "" }
+
+// GUIDOfGID returns the interface ID (low 64 bits) of a GID in ip-link
+// form: an IB port's GUID from its GID 0; "" when g is not a GID.
+func GUIDOfGID(g string) string { return gidGUID(g) }
+
+// FormatPKeys writes a PKey table as FormatPKey does, space-separated;
+// "none" for an empty one.
+func FormatPKeys(ks []uint16) string {
+	if len(ks) == 0 {
+		return "none"
+	}
+	s := make([]string, len(ks))
+	for i, k := range ks {
+		s[i] = FormatPKey(k)
+	}
+	return strings.Join(s, " ")
+}
+
+// IBVerdict is the outcome of judging an IB port (Assess, AssessPKey).
+type IBVerdict int
+
+const (
+	// IBGood: nothing in the way.
+	IBGood IBVerdict = iota
+	// IBUnread: the port's LID, SM LID and PKeys could not be read.
+	IBUnread
+	// IBWeak: works partly (a limited member of the partition).
+	IBWeak
+	// IBBad: no traffic can flow.
+	IBBad
+)
+
+// Assess judges what a subnet manager must have given the port: a LID, an
+// SM LID and a PKey table. dev names the RDMA device (for the commands of
+// the fix). msg says what was found; fix is empty when the verdict is
+// IBGood. doctor's ib-port and verify's ib-port checks both use it.
+func (p *IBPort) Assess(dev string) (v IBVerdict, msg, fix string) {
+	switch {
+	case p == nil || !p.Read:
+		return IBUnread, "LID, SM LID and PKey table unreadable", "check the port's lid, sm_lid and pkeys in sysfs and `ibstat " + dev + "`"
+	case p.LID == 0:
+		return IBBad, fmt.Sprintf("LID 0: no subnet manager has configured the port (SM LID %#x); no IB traffic can be addressed to it", p.SMLID),
+			"run a subnet manager on the fabric (opensm on a node, or the switch's SM) and check `sminfo` and `ibstat " + dev + "` (Base lid, SM lid)"
+	case p.SMLID == 0:
+		return IBBad, fmt.Sprintf("LID %#x but SM LID 0: the port does not know its subnet manager", p.LID),
+			"check the subnet manager (`sminfo`); restart opensm or the switch's SM and wait for the sweep"
+	case len(p.PKeys) == 0:
+		return IBBad, "empty PKey table: the port is in no partition",
+			"add the port GUID " + dashIfEmpty(p.PortGUID) + " to a partition in the subnet manager's partitions.conf (or its fabric manager)"
+	}
+	return IBGood, fmt.Sprintf("LID %#x, SM LID %#x, PKeys %s, port GUID %s", p.LID, p.SMLID, FormatPKeys(p.PKeys), dashIfEmpty(p.PortGUID)), ""
+}
+
+// AssessPKey judges the port's membership of partition k: IBGood for a
+// full member, IBWeak for a limited one (limited members cannot reach each
+// other), IBBad when k is not in the table. The fix names the partitions.conf
+// line the subnet manager needs; rdmanet does not program the SM.
+func (p *IBPort) AssessPKey(k uint16) (v IBVerdict, msg, fix string) {
+	if p == nil || !p.Read {
+		return IBUnread, "PKey table unreadable", "check the port's pkeys in sysfs (`ibstat`, `smpquery pkeys`)"
+	}
+	member, full := p.HasPKey(k)
+	fix = "the subnet manager must add the port GUID " + dashIfEmpty(p.PortGUID) + " to partition " + FormatPKey(k|0x8000) +
+		" with full membership (partitions.conf: `name=...,pkey=" + FormatPKey(k&0x7fff) + ": " + dashIfEmpty(p.PortGUID) + "=full;`); rdmanet does not program the SM"
+	switch {
+	case !member:
+		return IBBad, fmt.Sprintf("PKey %s is not in the port's table (%s): IPoIB children and QPs in that partition get no traffic", FormatPKey(k), FormatPKeys(p.PKeys)), fix
+	case !full:
+		return IBWeak, fmt.Sprintf("only a limited member of PKey %s: limited members cannot reach each other, only full members", FormatPKey(k)), fix
+	}
+	return IBGood, fmt.Sprintf("full member of PKey %s", FormatPKey(k|0x8000)), ""
+}
+
+func dashIfEmpty(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
