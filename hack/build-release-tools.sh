@@ -6,7 +6,7 @@
 #   cyclonedx-gomod   github.com/CycloneDX/cyclonedx-gomod v1.10.0, ./cmd/cyclonedx-gomod:
 #                     the CycloneDX SBOM of each image (make release)
 #   krew              sigs.k8s.io/krew v0.4.3, ./cmd/krew: `krew install --manifest
-#                     --archive` of the generated plugin manifest, offline (make release-check-krew)
+#                     --archive` of the generated plugin manifest, offline (make test-release)
 #
 # A stamp file per tool (<tool>.version) records the module version; a tool
 # is rebuilt only when missing or its stamp differs. FORCE=1 rebuilds.

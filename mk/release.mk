@@ -17,7 +17,7 @@ RELEASE_OUT ?= $(CURDIR)/_output/release
 SOURCE_DATE_EPOCH ?= $(shell git log -1 --format=%ct 2>/dev/null || echo 0)
 CYCLONEDX_GOMOD := $(CURDIR)/.tools/bin/cyclonedx-gomod
 
-.PHONY: smoke-arm64 release release-check release-tools
+.PHONY: smoke-arm64 release release-check release-tools test-release
 
 smoke-arm64: test-debs
 	$(GO) test -tags crossarch -count=1 -timeout 30m -v ./test/crossarch/
@@ -35,3 +35,8 @@ release-check: release-tools
 	SOURCE_DATE_EPOCH=$(SOURCE_DATE_EPOCH) $(GO) run ./hack/rdmanet-release --out $(RELEASE_OUT)-b --cyclonedx-gomod $(CYCLONEDX_GOMOD) --work $(CURDIR)/_output/release-work-b
 	diff -r $(RELEASE_OUT)-a $(RELEASE_OUT)-b
 	@echo "release-check: two builds are byte for byte the same: $$(cat $(RELEASE_OUT)-a/SHA256SUMS | wc -l) files"
+
+# The release tests: two release builds (two commands) give the same bytes,
+# krew installs the generated manifest offline from the archive.
+test-release: release-tools
+	$(GO) test -tags releasetest -count=1 -timeout 30m -v ./internal/release/
