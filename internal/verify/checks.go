@@ -10,6 +10,7 @@ import (
 	nadv1 "github.com/k8snetworkplumbingwg/network-attachment-definition-client/pkg/apis/k8s.cni.cncf.io/v1"
 	corev1 "k8s.io/api/core/v1"
 
+	"github.com/rdmanet/rdmanet/internal/lint"
 	"github.com/rdmanet/rdmanet/internal/manifest"
 )
 
@@ -48,6 +49,14 @@ type checker struct {
 	rdmaDev string
 	// resources are the RDMA resources the pod's containers request.
 	resources map[string]int64
+	// ibNets are the pod's InfiniBand networks (ib-sriov, ipoib NADs);
+	// ibOnly the attachments that are an RDMA device without netdev
+	// (network-status names them after the device).
+	ibNets []ibNet
+	ibOnly map[string]bool
+	// allIB is set when every port NCCL would use is InfiniBand (no GID
+	// index is needed).
+	allIB bool
 
 	view *PodView
 }
@@ -75,6 +84,7 @@ func (c *checker) prepare() {
 	}
 	c.sels, c.selsErr = Selections(c.pod)
 	c.trainIPs = map[string][]string{}
+	c.ibOnly = map[string]bool{}
 	if v, ok := c.pod.Annotations[NetworkStatusAnnotation]; ok {
 		if err := json.Unmarshal([]byte(v), &c.status); err != nil {
 			c.statusErr = fmt.Errorf("annotation %s: %w", NetworkStatusAnnotation, err)
@@ -82,13 +92,25 @@ func (c *checker) prepare() {
 	}
 	for _, s := range c.sels {
 		ifn := s.Interface
+		key := s.Namespace + "/" + s.Name
+		ibn, isIB := ibNetwork(key, c.f.NADs[key])
+		if isIB {
+			c.ibNets = append(c.ibNets, ibn)
+		}
 		if st := c.statusOf(s); st != nil {
 			if st.Interface != "" {
 				ifn = st.Interface
 			}
 			c.trainIPs[ifn] = st.IPs
-			if st.DeviceInfo != nil && st.DeviceInfo.Pci != nil && c.rdmaDev == "" {
-				c.rdmaDev = st.DeviceInfo.Pci.RdmaDevice
+			dev := ""
+			if st.DeviceInfo != nil && st.DeviceInfo.Pci != nil {
+				dev = st.DeviceInfo.Pci.RdmaDevice
+				if c.rdmaDev == "" {
+					c.rdmaDev = dev
+				}
+			}
+			if isIB && ibOnlyIf(st.Interface, st.IPs, dev) {
+				c.ibOnly[ifn] = true
 			}
 		}
 		if ifn != "" && !contains(c.trainIfs, ifn) {
@@ -113,16 +135,22 @@ func (c *checker) prepare() {
 }
 
 func (c *checker) statusOf(s manifest.NetworkSelection) *nadv1.NetworkStatus {
+	var ibOnly *nadv1.NetworkStatus
 	for i := range c.status {
 		st := &c.status[i]
 		if st.Name == s.Namespace+"/"+s.Name || (st.Name == s.Name && s.Namespace == c.pod.Namespace) {
 			if s.InterfaceExplicit && st.Interface != "" && st.Interface != s.Interface {
+				// an IB-only attachment is named after its RDMA device,
+				// whatever interface the annotation asked for
+				if ibOnly == nil && len(st.IPs) == 0 && lint.IsVerbsDeviceName(st.Interface) {
+					ibOnly = st
+				}
 				continue
 			}
 			return st
 		}
 	}
-	return nil
+	return ibOnly
 }
 
 func (c *checker) secondary() bool { return !c.host() && len(c.sels) > 0 }

@@ -120,6 +120,8 @@ func (c *checker) networkStatus() {
 		switch {
 		case st == nil:
 			probs = append(probs, fmt.Sprintf("network-status has no entry for %s (has: %s)", key, orNone(statusNames(c.status))))
+		case c.ibOnly[st.Interface]:
+			oks = append(oks, fmt.Sprintf("%s: IB-only device %s (no netdev, so no IPs)", key, st.Interface))
 		case len(st.IPs) == 0:
 			probs = append(probs, fmt.Sprintf("%s on %s has no IPs (RoCEv2 and NCCL's bootstrap need an IPv4 address)", key, orDash(st.Interface)))
 		default:

@@ -34,6 +34,8 @@ func (c *checker) inPod() {
 	c.rdmaDevice()
 	c.devInfiniband()
 	gidIdx := c.roceGID()
+	c.ibPort()
+	c.ibPKey()
 	c.memlock()
 	c.ncclEnv(gidIdx)
 }
@@ -47,6 +49,10 @@ func (c *checker) trainingIf() {
 	v := c.view
 	var oks, probs []string
 	for _, ifn := range c.trainIfs {
+		if c.ibOnly[ifn] {
+			oks = append(oks, fmt.Sprintf("IB-only device %s: no net1 (the function has no netdev; the pod has its RDMA device alone, NCCL bootstraps over eth0)", ifn))
+			continue
+		}
 		l, ok := v.Link(ifn)
 		if !ok {
 			probs = append(probs, fmt.Sprintf("the pod has no %s (interfaces: %s)", ifn, strings.Join(v.LinkNames(), ", ")))
@@ -107,7 +113,13 @@ func (c *checker) defaultRoute() {
 			bad = append(bad, d)
 		}
 	}
+	ibOnly := len(c.trainIfs) > 0
+	for _, ifn := range c.trainIfs {
+		ibOnly = ibOnly && c.ibOnly[ifn]
+	}
 	switch {
+	case ibOnly && len(bad) == 0:
+		c.add(L, IDDefaultRoute, OK, "IB-only device "+strings.Join(c.trainIfs, ",")+": no net1, so no route over it", "")
 	case len(bad) > 0:
 		c.add(L, IDDefaultRoute, Problem, "the default route goes over the training interface: "+strings.Join(bad, "; ")+"; pod traffic (DNS, API server, storage) leaves over the RDMA network",
 			"drop \"gateway\" and any 0.0.0.0/0 entry from the NAD's ipam routes (keep only the training subnet) and no \"default-route\" in the networks annotation; recreate the pod")
@@ -141,6 +153,9 @@ func (c *checker) rdmaDevice() {
 		}
 		var onIf []string
 		for _, d := range v.Devices {
+			if c.ibOnly[d.Name] {
+				onIf = append(onIf, d.Name+" (IB-only, no netdev)")
+			}
 			for _, nd := range d.Netdevs {
 				if contains(c.trainIfs, nd) {
 					onIf = append(onIf, d.Name+" ("+nd+")")
@@ -219,7 +234,7 @@ func (c *checker) selectedDevices() []IBDevice {
 	if c.mode == ModeExclusive {
 		var out []IBDevice
 		for _, d := range v.Devices {
-			if d.Name == c.rdmaDev {
+			if d.Name == c.rdmaDev || c.ibOnly[d.Name] {
 				out = append(out, d)
 				continue
 			}
@@ -289,6 +304,7 @@ func (c *checker) roceGID() int {
 			"the training netdev needs its IPv4 address for the kernel to add the RoCEv2 GID: check net1's address (IPAM); in shared mode the macvlan must sit on the RoCE PF")
 		return -1
 	case len(found) == 0 && len(ib) > 0:
+		c.allIB = true
 		c.add(L, IDRoCEGID, Skip, "InfiniBand ports ("+strings.Join(ib, ", ")+"): no GID index needed", "")
 		return -1
 	case len(found) == 0:
@@ -362,10 +378,25 @@ func (c *checker) ncclEnv(gidIdx int) {
 				sel = append(sel, d.Name)
 			}
 		}
-		if len(sel) == 0 {
+		var own, ownSel []string
+		if c.onIB() {
+			for _, d := range c.podHCAs() {
+				own = append(own, d.Name)
+				if lint.FilterSelects(hca, d.Name) {
+					ownSel = append(ownSel, d.Name)
+				}
+			}
+		}
+		switch {
+		case len(sel) == 0:
 			c.add(L, IDNCCLIBHCA, Problem, fmt.Sprintf("NCCL_IB_HCA=%s selects no RDMA device of the pod (has: %s)", hca, orNone(v.DeviceNames())),
 				"set it to a device the pod has (ls /sys/class/infiniband), or unset it; device names differ between nodes and modes (a VF is not mlx5_0)")
-		} else {
+		case len(own) > 0 && len(ownSel) == 0:
+			c.add(L, IDNCCLIBHCA, Problem, fmt.Sprintf("NCCL_IB_HCA=%s selects %s, not the pod's HCA %s (the device of its InfiniBand network %s): NCCL sends on a port whose partition and GUID are not the pod's", hca, strings.Join(sel, ", "), strings.Join(own, ", "), c.ibNets[0].key),
+				"set NCCL_IB_HCA to the pod's HCA ("+own[0]+") or unset it in exclusive mode; in a shared IPoIB pod name the HCA behind the ipoib master")
+		case len(ownSel) > 0:
+			c.add(L, IDNCCLIBHCA, OK, fmt.Sprintf("NCCL_IB_HCA=%s selects %s, the pod's HCA %s", hca, strings.Join(sel, ", "), strings.Join(ownSel, ", ")), "")
+		default:
 			c.add(L, IDNCCLIBHCA, OK, fmt.Sprintf("NCCL_IB_HCA=%s selects %s", hca, strings.Join(sel, ", ")), "")
 		}
 	} else {
@@ -399,6 +430,10 @@ func (c *checker) ncclEnv(gidIdx int) {
 	gv, set := env["NCCL_IB_GID_INDEX"]
 	gv = strings.TrimSpace(gv)
 	switch {
+	case c.allIB && set && gv != "":
+		c.add(L, IDNCCLGIDIndex, OK, "NCCL_IB_GID_INDEX="+gv+" is ignored on InfiniBand (IB addresses ports by LID; no GID index is needed): harmless, and may be dropped", "")
+	case c.allIB:
+		c.add(L, IDNCCLGIDIndex, OK, "unset: InfiniBand needs no GID index", "")
 	case gidIdx < 0 && !set:
 		c.add(L, IDNCCLGIDIndex, Skip, "unset, and no single RoCEv2 IPv4 index to compare (see roce-gid)", "")
 	case gidIdx < 0:

@@ -10,6 +10,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	vt "github.com/rdmanet/rdmanet/internal/verify/verifytest"
 )
 
 func otherPodOnNode(name, res string, n string) corev1.Pod {
@@ -44,6 +46,7 @@ func allOK(except map[string]Status) map[string]Status {
 		m[c.ID] = OK
 	}
 	m[IDNCCLLog] = Skip
+	m[IDIBPort], m[IDIBPKey] = Skip, Skip // RoCE pods
 	for k, v := range except {
 		m[k] = v
 	}
@@ -73,7 +76,160 @@ type runCase struct {
 	evidence map[string][]string
 }
 
+func ibExclusiveFacts() *Facts {
+	return factsFor(vt.IBExclusivePod(), map[string]*NAD{"ai-training/ib-training": nadFrom(vt.IBExclusiveNAD())}, vt.IBExclusiveExec())
+}
+
+func ibSharedFacts() *Facts {
+	return factsFor(vt.IBSharedPod(), map[string]*NAD{"ai-training/ib-shared": nadFrom(vt.IBSharedNAD())}, vt.IBSharedExec())
+}
+
+func ibOnlyFacts() *Facts {
+	return factsFor(vt.IBOnlyPod(), map[string]*NAD{"ai-training/ib-only": nadFrom(vt.IBOnlyNAD())}, vt.IBOnlyExec())
+}
+
+// withIBPort replaces the exec output's lines of dev's IB port.
+func withIBPort(f *Facts, dev, state, lid, smLID string, pkeys []string, gid0 string) *Facts {
+	var keep []string
+	for _, l := range strings.Split(f.Exec[SecIB], "\n") {
+		fs := strings.Fields(l)
+		if len(fs) > 1 && fs[0] != "dev" && fs[1] == dev {
+			continue
+		}
+		keep = append(keep, l)
+	}
+	f.Exec[SecIB] = strings.Join(keep, "\n") + vt.IBPortLines(dev, state, lid, smLID, pkeys, gid0)
+	return f
+}
+
+// ibOK is every check at OK for a pod on InfiniBand: no RoCE GID.
+func ibOK(except map[string]Status) map[string]Status {
+	m := allOK(map[string]Status{IDIBPort: OK, IDIBPKey: OK, IDRoCEGID: Skip})
+	for k, v := range except {
+		m[k] = v
+	}
+	return m
+}
+
+func ibCases() []runCase {
+	const vfGID = "fe80:0000:0000:0000:0200:0000:0000:0005"
+	return []runCase{
+		{
+			name: "good IB exclusive pod (ib-sriov)", facts: ibExclusiveFacts, mode: ModeExclusive,
+			want: ibOK(nil),
+			evidence: map[string][]string{
+				IDIBPort:       {"mlx5_4 port 1 ACTIVE, LID 0x14, SM LID 0x1, PKeys 0xffff 0x8005, port GUID 02:00:00:00:00:00:00:05"},
+				IDIBPKey:       {"mlx5_4 port 1 (NAD ai-training/ib-training): full member of PKey 0x8005"},
+				IDRoCEGID:      {"InfiniBand ports (mlx5_4 port 1): no GID index needed"},
+				IDNCCLGIDIndex: {"unset: InfiniBand needs no GID index"},
+				IDRDMADevice:   {"exclusive VF device mlx5_4 (net1)"},
+			},
+		},
+		{
+			name: "IB exclusive pod with NCCL_IB_GID_INDEX set: harmless", mode: ModeExclusive,
+			facts: func() *Facts {
+				f := ibExclusiveFacts()
+				f.Exec[SecEnv1] += "NCCL_IB_GID_INDEX=3\n"
+				return f
+			},
+			want:     ibOK(nil),
+			evidence: map[string][]string{IDNCCLGIDIndex: {"NCCL_IB_GID_INDEX=3 is ignored on InfiniBand", "harmless"}},
+		},
+		{
+			name: "IB port INIT: no subnet manager", mode: ModeExclusive,
+			facts: func() *Facts {
+				return withIBPort(ibExclusiveFacts(), "mlx5_4", "2: INIT", "0x0", "0x0", []string{"0xffff", "0x8005"}, vfGID)
+			},
+			want:     ibOK(map[string]Status{IDIBPort: Problem}),
+			evidence: map[string][]string{IDIBPort: {"mlx5_4 port 1 is 2: INIT, not ACTIVE", "fix: an IB port stays INIT/ARMED until a subnet manager activates it", "opensm"}},
+		},
+		{
+			name: "IB port ACTIVE but SM LID lost", mode: ModeExclusive,
+			facts: func() *Facts {
+				return withIBPort(ibExclusiveFacts(), "mlx5_4", "4: ACTIVE", "0x14", "0x0", []string{"0xffff", "0x8005"}, vfGID)
+			},
+			want:     ibOK(map[string]Status{IDIBPort: Problem}),
+			evidence: map[string][]string{IDIBPort: {"mlx5_4 port 1: LID 0x14 but SM LID 0", "fix: check the subnet manager (`sminfo`)"}},
+		},
+		{
+			name: "the network's PKey is not in the VF's table", mode: ModeExclusive,
+			facts: func() *Facts {
+				return withIBPort(ibExclusiveFacts(), "mlx5_4", "4: ACTIVE", "0x14", "0x1", []string{"0xffff"}, vfGID)
+			},
+			want: ibOK(map[string]Status{IDIBPKey: Problem}),
+			evidence: map[string][]string{IDIBPKey: {"mlx5_4 port 1 (NAD ai-training/ib-training): PKey 0x8005 is not in the port's table (0xffff)",
+				"fix: the subnet manager must add the port GUID 02:00:00:00:00:00:00:05 to partition 0x8005", "partitions.conf: `name=...,pkey=0x0005: 02:00:00:00:00:00:00:05=full;`"}},
+		},
+		{
+			name: "limited member of the network's partition", mode: ModeExclusive,
+			facts: func() *Facts {
+				return withIBPort(ibExclusiveFacts(), "mlx5_4", "4: ACTIVE", "0x14", "0x1", []string{"0xffff", "0x0005"}, vfGID)
+			},
+			want:     ibOK(map[string]Status{IDIBPKey: Problem}),
+			evidence: map[string][]string{IDIBPKey: {"only a limited member of PKey 0x8005"}},
+		},
+		{
+			name: "IB port attributes hidden from the pod", mode: ModeExclusive,
+			facts: func() *Facts {
+				return withIBPort(ibExclusiveFacts(), "mlx5_4", "4: ACTIVE", "-", "-", nil, vfGID)
+			},
+			want:     ibOK(map[string]Status{IDIBPort: Unknown, IDIBPKey: Unknown}),
+			evidence: map[string][]string{IDIBPort: {"LID, SM LID and PKey table unreadable", "fix: run kubectl rdma doctor on the node"}},
+		},
+		{
+			name: "ib-sriov NAD, but the VF is RoCE", mode: ModeExclusive,
+			facts: func() *Facts {
+				f := exclusiveFacts()
+				obj := vt.NADObject("face-training-rdma", "example.com/sriov_rdma", strings.ReplaceAll(vt.IBSRIOVConfig, `"ib-training"`, `"face-training-rdma"`))
+				f.NADs["ai-training/face-training-rdma"] = nadFrom(obj)
+				return f
+			},
+			want:     allOK(map[string]Status{IDIBPort: Problem}),
+			evidence: map[string][]string{IDIBPort: {"the pod's network ai-training/face-training-rdma is InfiniBand (ib-sriov) but its RDMA ports are not: mlx5_3 [port 1 Ethernet"}},
+		},
+		{
+			name: "good IB shared pod (ipoib)", facts: ibSharedFacts, mode: ModeShared,
+			want: ibOK(map[string]Status{IDDeviceInfo: Skip}),
+			evidence: map[string][]string{
+				IDIBPort:    {"mlx5_2 port 1 ACTIVE, LID 0x12, SM LID 0x1, PKeys 0xffff 0x8005 0x8006"},
+				IDIBPKey:    {"mlx5_2 port 1 (NAD ai-training/ib-shared): full member of PKey 0x8006"},
+				IDNCCLIBHCA: {"NCCL_IB_HCA==mlx5_2 selects mlx5_2, the pod's HCA mlx5_2"},
+			},
+		},
+		{
+			name: "IB shared pod: NCCL_IB_HCA names another HCA than the IPoIB master's", mode: ModeShared,
+			facts: func() *Facts {
+				f := ibSharedFacts()
+				f.Exec[SecEnv1] = strings.Replace(f.Exec[SecEnv1], "NCCL_IB_HCA==mlx5_2", "NCCL_IB_HCA==mlx5_1", 1)
+				return f
+			},
+			want: ibOK(map[string]Status{IDDeviceInfo: Skip, IDNCCLIBHCA: Problem}),
+			evidence: map[string][]string{
+				IDNCCLIBHCA: {"NCCL_IB_HCA==mlx5_1 selects mlx5_1, not the pod's HCA mlx5_2", "fix: set NCCL_IB_HCA to the pod's HCA (mlx5_2)"},
+				// the checks look at the pod's own port, not NCCL's
+				IDIBPKey: {"mlx5_2 port 1 (NAD ai-training/ib-shared): full member of PKey 0x8006"},
+			},
+		},
+		{
+			name: "IB-only device: no net1", facts: ibOnlyFacts, mode: ModeExclusive,
+			want: ibOK(nil),
+			evidence: map[string][]string{
+				IDTrainingIf:    {"IB-only device mlx5_8: no net1"},
+				IDNetworkStatus: {"ai-training/ib-only: IB-only device mlx5_8 (no netdev, so no IPs)"},
+				IDDefaultRoute:  {"IB-only device mlx5_8: no net1"},
+				IDRDMADevice:    {"mlx5_8 (IB-only, no netdev)"},
+				IDDeviceInfo:    {"mlx5_8: VF pci-address 0000:d1:00.2, rdma-device mlx5_8"},
+				IDIBPort:        {"mlx5_8 port 1 ACTIVE, LID 0x15"},
+			},
+		},
+	}
+}
+
 func runCases() []runCase {
+	return append(baseCases(), ibCases()...)
+}
+
+func baseCases() []runCase {
 	return []runCase{
 		{
 			name: "good exclusive pod", facts: exclusiveFacts, mode: ModeExclusive,
@@ -406,7 +562,9 @@ func runCases() []runCase {
 				f.Exec[SecIB] = "dev mlx5_3 net1\nport mlx5_3 1 InfiniBand 4: ACTIVE\ngid mlx5_3 1 0 fe80:0000:0000:0000:0c42:a103:0065:2f10 net1 IB/RoCE v1\n"
 				return f
 			},
-			want: allOK(map[string]Status{IDRoCEGID: Skip, IDNCCLGIDIndex: Skip}),
+			// NCCL_IB_GID_INDEX=3 is set: harmless on IB, and said so
+			want:     allOK(map[string]Status{IDRoCEGID: Skip}),
+			evidence: map[string][]string{IDNCCLGIDIndex: {"NCCL_IB_GID_INDEX=3 is ignored on InfiniBand"}},
 		},
 		{
 			name: "training interface down", mode: ModeExclusive,

@@ -6,6 +6,8 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+
+	"github.com/rdmanet/rdmanet/internal/inventory"
 )
 
 // Sections of the in-pod script's output.
@@ -40,7 +42,13 @@ for d in /sys/class/infiniband/*; do
   for p in "$d"/ports/*; do
     [ -e "$p" ] || continue
     pn=${p##*/}
-    echo "port $n $pn $(cat "$p/link_layer" 2>/dev/null) $(cat "$p/state" 2>/dev/null)"
+    ll=$(cat "$p/link_layer" 2>/dev/null)
+    echo "port $n $pn $ll $(cat "$p/state" 2>/dev/null)"
+    if [ "$ll" = InfiniBand ]; then
+      l=$(cat "$p/lid" 2>/dev/null); s=$(cat "$p/sm_lid" 2>/dev/null)
+      echo "ibport $n $pn ${l:--} ${s:--}"
+      echo "pkeys $n $pn" $(cat "$p"/pkeys/* 2>/dev/null)
+    fi
     for g in "$p"/gids/*; do
       i=${g##*/}
       v=$(cat "$g" 2>/dev/null)
@@ -166,7 +174,17 @@ type IBPort struct {
 	LinkLayer string `json:"link_layer"` // Ethernet (RoCE) or InfiniBand
 	State     string `json:"state"`      // e.g. "4: ACTIVE"
 	GIDs      []GID  `json:"gids"`
+	// IB is what the subnet manager gave an InfiniBand port (LID, SM LID,
+	// PKey table; the port GUID from GID 0), as the node inventory reads
+	// it; nil on Ethernet ports.
+	IB *inventory.IBPort `json:"ib,omitempty"`
 }
+
+// InfiniBand tells whether the port's link layer is InfiniBand.
+func (p IBPort) InfiniBand() bool { return strings.EqualFold(p.LinkLayer, inventory.LinkInfiniBand) }
+
+// Active tells whether the port state is ACTIVE ("4: ACTIVE").
+func (p IBPort) Active() bool { return strings.HasSuffix(strings.TrimSpace(p.State), "ACTIVE") }
 
 // RoCE tells whether the port is RoCE (Ethernet link layer).
 func (p IBPort) RoCE() bool { return strings.EqualFold(p.LinkLayer, "Ethernet") }
@@ -365,6 +383,8 @@ func parseRoutes(s string) []Route {
 //	dev mlx5_3 net1
 //	port mlx5_3 1 Ethernet 4: ACTIVE
 //	gid mlx5_3 1 3 0000:0000:0000:0000:0000:ffff:c0a8:640c net1 RoCE v2
+//	ibport mlx5_4 1 0x14 0x1        (InfiniBand: LID, SM LID; "-" unreadable)
+//	pkeys mlx5_4 1 0xffff 0x8005 0x0000 ...
 func parseIB(s string) []IBDevice {
 	var devs []IBDevice
 	dev := func(name string) *IBDevice {
@@ -407,6 +427,19 @@ func parseIB(s string) []IBDevice {
 				p.LinkLayer = f[3]
 				p.State = strings.Join(f[4:], " ")
 			}
+		case "ibport", "pkeys":
+			if len(f) < 3 {
+				continue
+			}
+			n, err := strconv.Atoi(f[2])
+			if err != nil {
+				continue
+			}
+			p := port(dev(f[1]), n)
+			if p.IB == nil {
+				p.IB = &inventory.IBPort{}
+			}
+			parseIBPortLine(p.IB, f[0], f[3:])
 		case "gid":
 			if len(f) < 6 {
 				continue
@@ -431,11 +464,50 @@ func parseIB(s string) []IBDevice {
 	for i := range devs {
 		sort.Slice(devs[i].Ports, func(a, b int) bool { return devs[i].Ports[a].Num < devs[i].Ports[b].Num })
 		for j := range devs[i].Ports {
-			gs := devs[i].Ports[j].GIDs
+			p := &devs[i].Ports[j]
+			gs := p.GIDs
 			sort.Slice(gs, func(a, b int) bool { return gs[a].Index < gs[b].Index })
+			if p.IB != nil && len(gs) > 0 && gs[0].Index == 0 {
+				p.IB.PortGUID = inventory.GUIDOfGID(gs[0].GID)
+			}
 		}
 	}
 	return devs
+}
+
+// parseIBPortLine fills ib from an "ibport" (LID, SM LID) or "pkeys" (the
+// PKey table's slots) line, as inventory reads the same sysfs files: empty
+// slots (partition 0) are dropped, the membership bit is kept, and the
+// port counts as read when any of the values is readable.
+func parseIBPortLine(ib *inventory.IBPort, kind string, vals []string) {
+	num := func(s string) (uint16, bool) {
+		v, err := strconv.ParseUint(s, 0, 16)
+		return uint16(v), err == nil
+	}
+	switch kind {
+	case "ibport":
+		if len(vals) > 0 {
+			if v, ok := num(vals[0]); ok {
+				ib.LID, ib.Read = v, true
+			}
+		}
+		if len(vals) > 1 {
+			if v, ok := num(vals[1]); ok {
+				ib.SMLID, ib.Read = v, true
+			}
+		}
+	case "pkeys":
+		for _, x := range vals {
+			v, ok := num(x)
+			if !ok {
+				continue
+			}
+			ib.Read = true
+			if v&0x7fff != 0 {
+				ib.PKeys = append(ib.PKeys, v)
+			}
+		}
+	}
 }
 
 // gidIPv4 returns the IPv4 address of an IPv4-mapped GID

@@ -1,6 +1,7 @@
 package verify
 
 import (
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -8,6 +9,9 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/rdmanet/rdmanet/internal/inventory"
+	"github.com/rdmanet/rdmanet/internal/sysfsfixture"
 )
 
 func TestSplitJoinSections(t *testing.T) {
@@ -266,5 +270,94 @@ func TestScriptWithBusybox(t *testing.T) {
 	}}}}}
 	if !reflect.DeepEqual(v.Devices, want) {
 		t.Errorf("devices from the script:\n got %+v\nwant %+v\nsection:\n%s", v.Devices, want, secs[SecIB])
+	}
+}
+
+// TestScriptOnIBFixture runs the in-pod script under busybox over the IB
+// test node's /sys/class/infiniband and compares what it reads of every
+// InfiniBand port (LID, SM LID, PKey table, port GUID) with what the node
+// inventory reads from the same sysfs: verify judges the pod's ports with
+// the same data doctor judges the node's.
+func TestScriptOnIBFixture(t *testing.T) {
+	bb, err := exec.LookPath("busybox")
+	if err != nil {
+		t.Fatalf("busybox not found: %v (the in-pod script cannot be run; install busybox)", err)
+	}
+	bin := t.TempDir()
+	for _, applet := range []string{"sh", "ip", "ls", "cat", "grep", "tr", "env"} {
+		if err := os.Symlink(bb, filepath.Join(bin, applet)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	root := filepath.Join(t.TempDir(), "sys")
+	n, err := sysfsfixture.NewIBNode(root, sysfsfixture.IBNodeOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// a port the subnet manager lost, with a limited membership
+	if err := n.SetIBPort(n.IBOnly.RDMADev, sysfsfixture.IBPort{LID: 0x13, PKeys: []uint16{0xffff, 0x0005}}); err != nil {
+		t.Fatal(err)
+	}
+	node, err := inventory.Discover(inventory.Options{SysfsRoot: root, NetnsModeFlag: "shared"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]inventory.IBPort{}
+	for _, f := range node.Functions {
+		for _, d := range f.RDMA {
+			for _, p := range d.Ports {
+				if p.IB != nil {
+					want[fmt.Sprintf("%s/%d", d.Name, p.Num)] = *p.IB
+				}
+			}
+		}
+	}
+	script := strings.ReplaceAll(Script, "/sys/class/infiniband", filepath.Join(root, "class", "infiniband"))
+	cmd := exec.Command(filepath.Join(bin, "sh"), "-c", script)
+	cmd.Env = []string{"PATH=" + bin}
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("script: %v\n%s", err, out)
+	}
+	v := ParsePodView(SplitSections(string(out)))
+	got := map[string]inventory.IBPort{}
+	for _, d := range v.Devices {
+		for _, p := range d.Ports {
+			if p.IB != nil {
+				got[fmt.Sprintf("%s/%d", d.Name, p.Num)] = *p.IB
+			}
+			if p.InfiniBand() != (p.IB != nil) {
+				t.Errorf("%s port %d: link layer %q but IB lines %v", d.Name, p.Num, p.LinkLayer, p.IB != nil)
+			}
+		}
+	}
+	if len(want) < 3 {
+		t.Fatalf("inventory found %d IB ports on the IB node, want at least 3: %v", len(want), want)
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("IB ports read by the in-pod script differ from the inventory's:\n got %+v\nwant %+v\nsection:\n%s", got, want, SplitSections(string(out))[SecIB])
+	}
+	for _, tc := range []struct {
+		name, port string
+		verdict    inventory.IBVerdict
+		pkey       uint16
+		pkeyV      inventory.IBVerdict
+	}{
+		{"shared port, partition 0x8006", n.Port1.RDMADev + "/1", inventory.IBGood, 0x8006, inventory.IBGood},
+		{"exclusive PF, partition 0x8006 missing", n.Port0.RDMADev + "/1", inventory.IBGood, 0x8006, inventory.IBBad},
+		{"IB-only PF, SM lost, limited member", n.IBOnly.RDMADev + "/1", inventory.IBBad, 0x8005, inventory.IBWeak},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p, ok := got[tc.port]
+			if !ok {
+				t.Fatalf("no IB port %s in the script's output", tc.port)
+			}
+			if v, msg, _ := p.Assess("dev"); v != tc.verdict {
+				t.Errorf("Assess = %v (%s), want %v", v, msg, tc.verdict)
+			}
+			if v, msg, _ := p.AssessPKey(tc.pkey); v != tc.pkeyV {
+				t.Errorf("AssessPKey(%#x) = %v (%s), want %v", tc.pkey, v, msg, tc.pkeyV)
+			}
+		})
 	}
 }

@@ -54,6 +54,8 @@ const (
 	IDRDMADevice       = "rdma-device"
 	IDDevInfiniband    = "dev-infiniband"
 	IDRoCEGID          = "roce-gid"
+	IDIBPort           = "ib-port"
+	IDIBPKey           = "ib-pkey"
 	IDMemlock          = "memlock"
 	IDCapIPCLock       = "cap-ipc-lock"
 	IDNCCLTransport    = "nccl-transport"
@@ -78,17 +80,19 @@ var Catalogue = []CheckInfo{
 	{IDNetworkStatus, LayerNetwork, "the network-status annotation names every attached NAD with its interface and IPs"},
 	{IDDeviceInfo, LayerNetwork, "exclusive mode: network-status carries the VF's device-info (pci-address, rdma-device)"},
 	{IDExec, LayerPod, "the checks inside the pod could run (kubectl exec, busybox sh)"},
-	{IDTrainingIf, LayerPod, "the training interface (net1) exists in the pod, is up and has the network-status IPs"},
+	{IDTrainingIf, LayerPod, "the training interface (net1) exists in the pod, is up and has the network-status IPs (an IB-only device has no net1: said so)"},
 	{IDDefaultRoute, LayerPod, "the default route is not via the training interface"},
 	{IDRDMADevice, LayerPod, "the RDMA device is visible in the pod (/sys/class/infiniband), the VF's own in exclusive mode"},
 	{IDDevInfiniband, LayerPod, "/dev/infiniband has the uverbs node(s)"},
 	{IDRoCEGID, LayerPod, "RoCE: the GID table has a RoCEv2 IPv4 entry (for net1's address); its index is reported"},
+	{IDIBPort, LayerPod, "InfiniBand: the pod's IB port is ACTIVE with a LID and an SM LID (a subnet manager configured it) and a PKey table"},
+	{IDIBPKey, LayerPod, "InfiniBand: the PKey of the pod's ib-sriov/ipoib network is in the port's PKey table with full membership"},
 	{IDMemlock, LayerPod, "RLIMIT_MEMLOCK (ulimit -l) is unlimited, or CAP_IPC_LOCK lifts it"},
 	{IDCapIPCLock, LayerPod, "CAP_IPC_LOCK (bit 14) is in the container's effective capabilities"},
 	{IDNCCLTransport, LayerPod, "NCCL_IB_DISABLE / NCCL_NET do not turn RDMA off"},
-	{IDNCCLIBHCA, LayerPod, "NCCL_IB_HCA selects RDMA devices the pod has"},
+	{IDNCCLIBHCA, LayerPod, "NCCL_IB_HCA selects RDMA devices the pod has (on InfiniBand networks: the pod's own HCA)"},
 	{IDNCCLSocketIfname, LayerPod, "NCCL_SOCKET_IFNAME selects an interface the pod has"},
-	{IDNCCLGIDIndex, LayerPod, "NCCL_IB_GID_INDEX is the RoCEv2 IPv4 index found"},
+	{IDNCCLGIDIndex, LayerPod, "NCCL_IB_GID_INDEX is the RoCEv2 IPv4 index found (InfiniBand needs none)"},
 	{IDNCCLLog, LayerNCCL, "--nccl-logs: the pod's NCCL_DEBUG=INFO log shows NET/IB, not NET/Socket"},
 }
 

@@ -118,6 +118,9 @@ func NodeObj() *corev1.Node {
 		"example.com/sriov_rdma":    resource.MustParse("8"),
 		"rdma/hca_shared_devices_a": resource.MustParse("64"),
 		"nvidia.com/gpu":            resource.MustParse("8"),
+		IBVFResource:                resource.MustParse("4"),
+		IBSharedResource:            resource.MustParse("64"),
+		IBOnlyResource:              resource.MustParse("2"),
 	}
 	return &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: NodeName}, Status: corev1.NodeStatus{Capacity: q, Allocatable: q.DeepCopy()}}
 }
