@@ -79,6 +79,14 @@ var corpus = []corpusCase{
 	{name: "2.28 ibv_modify_qp timed out after retries", file: "modify_qp_v2_28_ts.log", transport: TransportRoCE, gdr: GDRYes, problems: []string{"IB_MODIFY_QP:GID index"}},
 	{name: "ibv_reg_mr out of locked memory", file: "memlock_v2_21.log", transport: TransportRoCE, gdr: GDRYes, problems: []string{"IB_MEMLOCK:IPC_LOCK"}},
 
+	// InfiniBand.
+	{name: "IB with NCCL_IB_GID_INDEX set: harmless", file: "ib_gid_index_set_v2_21.log", transport: TransportIB, gdr: GDRYes, linkLayer: "IB",
+		problems: []string{"IB_GID_INDEX_IGNORED:harmless"}, env: map[string]string{"NCCL_IB_GID_INDEX": "3"}, worst: "info"},
+	{name: "IB, NCCL_IB_HCA names a device never opened", file: "ib_hca_not_opened_v2_23.log", transport: TransportIB, gdr: GDRYes, linkLayer: "IB",
+		problems: []string{"IB_HCA_NOT_OPENED:names mlx5_7 (on ib-trainer-shared-0, ib-trainer-shared-1)"}, noProblems: []string{"IB_GID_INDEX_IGNORED"}, worst: "warning"},
+	{name: "IB, NCCL_IB_PKEY given a PKey value: QP fails at INIT", file: "ib_pkey_index_v2_28_ts.log", transport: TransportIB, gdr: GDRUnknown,
+		problems: []string{"IB_PKEY_INDEX:0x8005", "IB_MODIFY_QP:PKey index (NCCL_IB_PKEY, default 0)"}, env: map[string]string{"NCCL_IB_PKEY": "32773"}, worst: "error"},
+
 	// Logs without the lines that tell the transport.
 	{name: "PyTorch error summary only", file: "pytorch_last_error_v2_14.log", transport: TransportUnknown, gdr: GDRUnknown, problems: []string{"NO_OOB_INTERFACE", "NO_NCCL_INFO"}, noProblems: []string{"NO_NCCL_LINES"}},
 	{name: "2.27 no interface: address family error", file: "v2_27_ifname_family.log", transport: TransportUnknown, gdr: GDRUnknown, problems: []string{"NO_OOB_INTERFACE:NCCL_SOCKET_IFNAME=eth2"}, noProblems: []string{"NO_TRANSPORT"}},

@@ -148,6 +148,7 @@ func (r *Report) diagnose() {
 	for _, f := range r.failures {
 		r.failureProblem(f)
 	}
+	r.ibFindings()
 	if len(r.Warnings) > 0 {
 		r.add("warning", "NCCL_WARN", fmt.Sprintf("%d NCCL WARN line(s), first: %s", len(r.Warnings), r.Warnings[0]), "")
 	}
@@ -359,8 +360,11 @@ func (r *Report) failureProblem(f *failure) {
 	case "SOCKET_TYPE_MISMATCH", "IB_INCOMPATIBLE_DEVICES":
 		// named by MIXED_TRANSPORT
 	case "IB_RETRY_EXCEEDED":
-		r.add("error", f.code, "transport retry counter exceeded (completion status 12, IBV_WC_RETRY_EXC_ERR): the peer's HCA never acknowledged; the peer died or hung first, the path between the ports is down, or (RoCE) packets are dropped: "+first,
-			fixPeerFirst+"; check both ports (ibv_devinfo, link counters) and the switch path; on RoCE check NCCL_IB_GID_INDEX, VLAN, MTU and PFC/ECN; a congested fabric may need a larger NCCL_IB_TIMEOUT")
+		fix := fixPeerFirst + "; check both ports (ibv_devinfo, link counters) and the switch path; on RoCE check NCCL_IB_GID_INDEX, VLAN, MTU and PFC/ECN; a congested fabric may need a larger NCCL_IB_TIMEOUT"
+		if ib, _ := r.ibRanks(); len(ib) > 0 {
+			fix += "; on InfiniBand both ports must be full members of one partition: a GUID the subnet manager did not add to the network's PKey gets no acknowledgement (kubectl rdma verify: ib-pkey, kubectl rdma doctor --pkey)"
+		}
+		r.add("error", f.code, "transport retry counter exceeded (completion status 12, IBV_WC_RETRY_EXC_ERR): the peer's HCA never acknowledged; the peer died or hung first, the path between the ports is down, or (RoCE) packets are dropped: "+first, fix)
 	case "IB_RNR_RETRY_EXCEEDED":
 		r.add("error", f.code, "receiver-not-ready retry counter exceeded (completion status 13): the peer stopped posting receives, it is stuck or gone: "+first, fixPeerFirst)
 	case "IB_LOCAL_PROTECTION":
@@ -383,10 +387,19 @@ func (r *Report) failureProblem(f *failure) {
 	case "IB_MODIFY_QP":
 		msg := "ibv_modify_qp failed: NCCL could not bring the queue pair up (" + f.detail + "): " + first
 		low := strings.ToLower(f.detail)
-		if strings.Contains(low, "timed out") || strings.Contains(low, "unreachable") || strings.Contains(low, "invalid argument") {
+		fix := fixGIDAndRoute
+		switch {
+		case strings.Contains(f.first, "next state INIT"):
+			// RESET→INIT sets only the port and the PKey index
+			msg += "; the RESET→INIT step sets the port and the PKey index (NCCL_IB_PKEY, default 0): the index names no entry of the port's PKey table"
+			if v, ok := r.Env["NCCL_IB_PKEY"]; ok {
+				msg += fmt.Sprintf(" (NCCL_IB_PKEY=%s)", v)
+			}
+			fix = fixPKeyIndex
+		case strings.Contains(low, "timed out") || strings.Contains(low, "unreachable") || strings.Contains(low, "invalid argument"):
 			msg += "; the remote GID is not reachable with the GID index in use, or the index names no usable GID"
 		}
-		r.add("error", f.code, msg, fixGIDAndRoute)
+		r.add("error", f.code, msg, fix)
 	case "IB_MEMLOCK":
 		r.add("error", f.code, "RDMA memory registration failed with \"Cannot allocate memory\": the container's locked-memory limit is too low: "+first,
 			"give the container the IPC_LOCK capability (securityContext.capabilities.add) and an unlimited memlock limit in the container runtime; kubectl rdma lint flags a missing IPC_LOCK")
