@@ -8,6 +8,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/rdmanet/rdmanet/internal/agent"
+	"github.com/rdmanet/rdmanet/internal/agent/agentmetrics"
 	"github.com/rdmanet/rdmanet/internal/dra"
 )
 
@@ -41,6 +42,7 @@ type apiServices struct {
 	pub    *dra.Publisher
 	drv    *dra.Driver
 	pr     *dra.PodResources
+	events *dra.KubeEvents
 }
 
 // newAPIServices builds them; nil without API access (no --dra, no
@@ -77,15 +79,23 @@ func newAPIServices(f apiFlags, nodeName, sysfsRoot, devInfoDir, podResources st
 	if f.stateDir == "" {
 		f.stateDir = f.pluginDir
 	}
+	s.events = dra.NewKubeEvents(client, nodeName)
 	s.drv, err = dra.NewDriver(dra.DriverOptions{NodeName: nodeName, CDIDir: f.cdiDir, StateDir: f.stateDir, DevInfoDir: devInfoDir,
-		DevicePlugin: users, Claimed: claimed, NCCLEnv: f.ncclEnv, Fatal: fatal, Logger: log})
+		DevicePlugin: users, Claimed: claimed, NCCLEnv: f.ncclEnv, Fatal: fatal, Logger: log, HealthEvents: s.events})
 	return s, err
 }
+
+// The agent's metrics count prepared DRA devices' health transitions (wire).
+var _ dra.HealthObserver = (*agentmetrics.Metrics)(nil)
 
 // wire hooks the services into the agent's options.
 func (s *apiServices) wire(o *agent.Options) {
 	if s.drv != nil {
 		o.Guard = s.drv.Claimed()
+		// the agent's metrics (--metrics-addr) count prepared devices' health transitions
+		if obs, ok := o.Observer.(dra.HealthObserver); ok {
+			s.drv.ObserveHealth(obs)
+		}
 	}
 	o.Snapshots = func(snap *agent.Snapshot) {
 		s.ann.Observe(snap.Node.RDMANetnsMode)
@@ -108,5 +118,5 @@ func (s *apiServices) start(ctx context.Context) (func(), error) {
 		s.pub.Stop()
 		return nil, err
 	}
-	return func() { h.Stop(); s.pub.Stop(); _ = s.pr.Close() }, nil
+	return func() { h.Stop(); s.pub.Stop(); _ = s.pr.Close(); s.events.Shutdown() }, nil
 }

@@ -328,17 +328,40 @@ func health(node *inventory.Node, f *inventory.Function, needRDMA bool) (string,
 	}
 	for _, r := range f.RDMA {
 		for _, port := range r.Ports {
-			if port.State == "DOWN" {
-				return Unhealthy, fmt.Sprintf("RDMA port %s/%d is DOWN", r.Name, port.Num)
+			if !PortActive(port.State) {
+				return Unhealthy, PortProblem(r.Name, port)
 			}
 		}
 	}
 	return Healthy, ""
 }
 
-// linkDown reports a link failure: the netdev is administratively up but
+// PortActive reports whether an RDMA port state (sysfs ports/<n>/state,
+// without its number) lets the port carry traffic: ACTIVE or ACTIVE_DEFER.
+// DOWN, INIT (an InfiniBand port no subnet manager configured) and ARMED
+// do not. An unread state ("") is not taken for a failure.
+func PortActive(state string) bool {
+	switch state {
+	case "", "ACTIVE", "ACTIVE_DEFER":
+		return true
+	}
+	return false
+}
+
+// PortProblem is the health reason of a port that is not active.
+func PortProblem(rdma string, p inventory.Port) string {
+	msg := fmt.Sprintf("RDMA port %s/%d is %s", rdma, p.Num, p.State)
+	if p.LinkLayer == inventory.LinkInfiniBand && (p.State == "INIT" || p.State == "ARMED") {
+		msg += " (no subnet manager has brought it to ACTIVE)"
+	}
+	return msg
+}
+
+// LinkDown reports a link failure: the netdev is administratively up but
 // its operational state is down (no carrier, lower layer down). An idle VF
 // that nobody brought up is admin-down; that is not a failure.
+func LinkDown(f *inventory.Function) bool { return linkDown(f) }
+
 func linkDown(f *inventory.Function) bool {
 	if !f.AdminUp {
 		return false
@@ -481,7 +504,13 @@ func Rehealth(node *inventory.Node, pools []*Pool) []HealthChange {
 			for i := range p.HCAs {
 				h := &p.HCAs[i]
 				if f := node.Function(h.PCI); f != nil {
-					h.Health, h.Reason = health(node, f, true)
+					hh, r := health(node, f, true)
+					if hh != h.Health || r != h.Reason {
+						// also when the slots' health stays (another HCA
+						// was already down): the DRA device is the HCA
+						changed = append(changed, HealthChange{p.Resource, "HCA " + h.PCI, hh, r})
+					}
+					h.Health, h.Reason = hh, r
 				}
 			}
 			hs, reason := sharedHealth(p.HCAs)

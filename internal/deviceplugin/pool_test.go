@@ -225,6 +225,9 @@ func TestHealth(t *testing.T) {
 		{"VF link down", func(s *sysfsfixture.Standard) error { return s.SetOperState("enp65s0f0v2", "down") }, 2, "netdev enp65s0f0v2 link is down"},
 		{"RDMA device gone", func(s *sysfsfixture.Standard) error { return s.RemoveRDMA(sysfsfixture.VFBDF(s.RoCE.BDF, 4)) }, 4, "RDMA device disappeared"},
 		{"RDMA port down", func(s *sysfsfixture.Standard) error { return s.SetPortState("mlx5_10", "1: DOWN") }, 6, "RDMA port mlx5_10/1 is DOWN"},
+		{"RDMA port INIT", func(s *sysfsfixture.Standard) error { return s.SetPortState("mlx5_7", "2: INIT") }, 3, "RDMA port mlx5_7/1 is INIT"},
+		{"RDMA port ARMED", func(s *sysfsfixture.Standard) error { return s.SetPortState("mlx5_8", "3: ARMED") }, 4, "RDMA port mlx5_8/1 is ARMED"},
+		{"RDMA port ACTIVE_DEFER is healthy", func(s *sysfsfixture.Standard) error { return s.SetPortState("mlx5_8", "5: ACTIVE_DEFER") }, -1, ""},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -244,7 +247,10 @@ func TestHealth(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			want := sysfsfixture.VFBDF(s.RoCE.BDF, tc.vf)
+			want := ""
+			if tc.vf >= 0 {
+				want = sysfsfixture.VFBDF(s.RoCE.BDF, tc.vf)
+			}
 			for _, d := range pools[0].Devices {
 				bad := d.Health != Healthy
 				if d.ID == want && (!bad || d.Reason != tc.reason) {

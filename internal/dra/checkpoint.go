@@ -36,6 +36,10 @@ type preparedClaim struct {
 	// Env is the claim's NCCL environment (ncclenv.go), given with its
 	// first CDI device; absent in checkpoints of older agents.
 	Env []string `json:"env,omitempty"`
+	// Pods are the pods the claim was reserved for when it was prepared:
+	// the device health Events go to them. Absent in checkpoints of older
+	// agents (their claims' health changes are logged and counted only).
+	Pods []PodRef `json:"pods,omitempty"`
 }
 
 // preparedDevice is one allocated device of a claim as it was prepared.

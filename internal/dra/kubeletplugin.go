@@ -8,6 +8,7 @@ import (
 	"os"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/go-logr/logr"
 	resourceapi "k8s.io/api/resource/v1"
@@ -57,8 +58,14 @@ type DriverOptions struct {
 	Pods PodGetter
 	// Fatal is called when the plugin's gRPC service fails for good
 	// (e.g. cancel the agent's context, so the DaemonSet restarts it).
-	Fatal  func(error)
-	Logger *slog.Logger
+	Fatal func(error)
+	// HealthEvents records an Event on the pods of a prepared device that
+	// turns Unhealthy and back (health.go); nil: none.
+	HealthEvents HealthEvents
+	// HealthCheckTimeout is how long kubelet keeps a device's reported
+	// health (DefaultHealthCheckTimeout).
+	HealthCheckTimeout time.Duration
+	Logger             *slog.Logger
 }
 
 // Driver is the DRA kubelet plugin of DriverName (kubeletplugin.DRAPlugin):
@@ -80,6 +87,9 @@ type Driver struct {
 	devs   map[string]devEntry // by DRA device name
 	rdmaCM bool
 	have   bool // Update was called
+
+	// health of the prepared devices for kubelet (health.go)
+	health *healthHub
 }
 
 // devEntry is what Prepare needs of an inventory device.
@@ -133,8 +143,17 @@ func NewDriver(o DriverOptions) (*Driver, error) {
 			o.Claimed.hold(dev.PCI, uid, c.name())
 		}
 	}
-	return &Driver{o: o, log: o.Logger.With("driver", DriverName), cp: cp, devs: map[string]devEntry{}}, nil
+	d := &Driver{o: o, log: o.Logger.With("driver", DriverName), cp: cp, devs: map[string]devEntry{}}
+	d.health = newHealthHub(o.HealthCheckTimeout, o.HealthEvents, d.log.Info)
+	for uid, c := range cp.Claims {
+		d.health.prepared(uid, c)
+	}
+	return d, nil
 }
+
+// ObserveHealth sets who learns each health transition of a prepared
+// device (the agent's metrics); call it before Start.
+func (d *Driver) ObserveHealth(o HealthObserver) { d.health.setObserver(o) }
 
 // Claimed returns the registry shared with the device plugin.
 func (d *Driver) Claimed() *Claimed { return d.o.Claimed }
@@ -143,6 +162,7 @@ func (d *Driver) Claimed() *Claimed { return d.o.Claimed }
 // copies what it needs, so pools may change afterwards).
 func (d *Driver) Update(node *inventory.Node, pools []*deviceplugin.Pool) {
 	devs := map[string]devEntry{}
+	view := newHealthView(node)
 	for _, p := range pools {
 		if !p.Advertised {
 			continue
@@ -159,6 +179,9 @@ func (d *Driver) Update(node *inventory.Node, pools []*deviceplugin.Pool) {
 					rdmaAway: p.Spec.NeedsRDMA() && x.RDMA == ""}
 				e.linkLayer, e.gidIndex, e.gidWhy = gidOf(node, x.PCI, x.RDMA, true)
 				devs[DeviceName(prefix, x.PCI)] = e
+				if f := node.Function(x.PCI); f != nil {
+					view.devs[DeviceName(prefix, x.PCI)] = deviceHealth(node, f, KindExclusive, p.Spec.NeedsRDMA())
+				}
 			}
 		case config.Shared:
 			for _, h := range p.HCAs {
@@ -166,12 +189,16 @@ func (d *Driver) Update(node *inventory.Node, pools []*deviceplugin.Pool) {
 					charDevs: append([]string(nil), h.CharDevs...), health: h.Health, reason: h.Reason}
 				e.linkLayer, e.gidIndex, e.gidWhy = gidOf(node, h.PCI, h.RDMA, false)
 				devs[DeviceName("hca", h.PCI)] = e
+				if f := node.Function(h.PCI); f != nil {
+					view.devs[DeviceName("hca", h.PCI)] = deviceHealth(node, f, KindShared, true)
+				}
 			}
 		}
 	}
 	d.devMu.Lock()
-	defer d.devMu.Unlock()
 	d.devs, d.rdmaCM, d.have = devs, node.RDMACM, true
+	d.devMu.Unlock()
+	d.health.observe(view)
 }
 
 // inventory returns the last Update's devices (never changed in place).
@@ -279,6 +306,10 @@ func (d *Driver) again(c *resourceapi.ResourceClaim, prev *preparedClaim) (*prep
 	if err := writeCDISpec(d.o.CDIDir, c.UID, prev); err != nil {
 		return nil, err
 	}
+	if pods := podsOf(c); len(pods) > 0 {
+		prev.Pods = pods
+		d.health.prepared(c.UID, prev)
+	}
 	return prev, nil
 }
 
@@ -292,7 +323,7 @@ func (d *Driver) resolve(c *resourceapi.ResourceClaim, inv *inventoryView) (*pre
 	if !inv.have {
 		return nil, fmt.Errorf("claim %s: the agent has not scanned the node's RDMA devices yet; kubelet retries", name)
 	}
-	pc := &preparedClaim{Namespace: c.Namespace, Name: c.Name}
+	pc := &preparedClaim{Namespace: c.Namespace, Name: c.Name, Pods: podsOf(c)}
 	used := map[string]bool{}
 	for _, r := range c.Status.Allocation.Devices.Results {
 		if r.Driver != DriverName {
@@ -371,6 +402,7 @@ func (d *Driver) commit(ctx context.Context, c *resourceapi.ResourceClaim, pc *p
 		return nil, fmt.Errorf("claim %s: %w", name, err)
 	}
 	ok = true
+	d.health.prepared(c.UID, pc)
 	d.log.Info("claim prepared", "claim", name, "uid", c.UID, "devices", len(pc.Devices))
 	return pc, nil
 }
@@ -478,6 +510,7 @@ func (d *Driver) unprepare(c kubeletplugin.NamespacedObject) error {
 		return fmt.Errorf("claim %s: %w", pc.name(), err)
 	}
 	d.o.Claimed.release(c.UID)
+	d.health.unprepared(c.UID)
 	d.log.Info("claim unprepared", "claim", pc.name(), "uid", c.UID)
 	return nil
 }
@@ -503,10 +536,12 @@ func (d *Driver) HandleError(_ context.Context, err error, msg string) {
 	d.o.Fatal(fmt.Errorf("DRA kubelet plugin: %s: %w", msg, err))
 }
 
-// WatchHealthStatus implements kubeletplugin.DRAPlugin: device health
-// goes to the scheduler as ResourceSlice taints (Publisher), not to kubelet.
-func (d *Driver) WatchHealthStatus(context.Context, chan<- kubeletplugin.DeviceHealthReport) error {
-	return kubeletplugin.ErrHealthNotSupported
+// WatchHealthStatus implements kubeletplugin.DRAPlugin: the health of
+// every prepared device, at once and on each change (health.go), for
+// kubelet's pod status (allocatedResourcesStatus). Device health also goes
+// to the scheduler as ResourceSlice taints (Publisher).
+func (d *Driver) WatchHealthStatus(ctx context.Context, reports chan<- kubeletplugin.DeviceHealthReport) error {
+	return d.health.watch(ctx, d.o.NodeName, reports)
 }
 
 // PluginPaths are kubelet's directories for the plugin's sockets.
@@ -543,7 +578,6 @@ func (d *Driver) Start(ctx context.Context, client kubernetes.Interface, paths P
 		kubeletplugin.NodeName(d.o.NodeName),
 		kubeletplugin.RegistrarDirectoryPath(paths.RegistrarDir),
 		kubeletplugin.PluginDataDirectoryPath(paths.PluginDir),
-		kubeletplugin.HealthService(false),
 	)
 	if err != nil {
 		return nil, fmt.Errorf("dra kubelet plugin: %w", err)

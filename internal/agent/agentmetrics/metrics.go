@@ -18,6 +18,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
+	"k8s.io/dynamic-resource-allocation/kubeletplugin"
 	podresourcesapi "k8s.io/kubelet/pkg/apis/podresources/v1"
 
 	"github.com/rdmanet/rdmanet/internal/agent"
@@ -39,6 +40,7 @@ type Metrics struct {
 	Registry      *prometheus.Registry
 	registrations *prometheus.CounterVec
 	restarts      prometheus.Counter
+	healthChanges *prometheus.CounterVec
 	node          string
 }
 
@@ -62,7 +64,12 @@ func New(node string) *Metrics {
 			ConstLabels: constLabels,
 		}),
 	}
-	m.Registry.MustRegister(m.registrations, m.restarts,
+	m.healthChanges = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Namespace: "rdmanet", Subsystem: "agent", Name: "dra_device_health_transitions_total",
+		Help:        "Health transitions of a device prepared for a DRA claim (--dra), by DRA device name and the health it turned to (Healthy, Unhealthy, Unknown), as the kubelet plugin reports them to kubelet for the pod's status.",
+		ConstLabels: constLabels,
+	}, []string{"device", "health"})
+	m.Registry.MustRegister(m.registrations, m.restarts, m.healthChanges,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }
@@ -83,6 +90,12 @@ func (m *Metrics) Registered(resource string, err error) {
 
 // KubeletRestarted counts one kubelet restart.
 func (m *Metrics) KubeletRestarted() { m.restarts.Inc() }
+
+// DeviceHealthChanged counts one health transition of a prepared DRA
+// device (dra.HealthObserver).
+func (m *Metrics) DeviceHealthChanged(device string, health kubeletplugin.HealthStatus) {
+	m.healthChanges.WithLabelValues(device, string(health)).Inc()
+}
 
 // Watch exports the pools' figures, read at scrape time; allocations come
 // from alloc (nil: rdmanet_agent_pool_devices_allocated is not exported).

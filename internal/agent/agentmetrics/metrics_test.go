@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"google.golang.org/grpc"
+	"k8s.io/dynamic-resource-allocation/kubeletplugin"
 	podresourcesapi "k8s.io/kubelet/pkg/apis/podresources/v1"
 
 	"github.com/rdmanet/rdmanet/internal/agent"
@@ -71,6 +72,14 @@ func TestMetrics(t *testing.T) {
 			`rdmanet_agent_kubelet_registrations_total{node="n1",resource="example.com/sriov_rdma",result="ok"} 2`,
 			`rdmanet_agent_kubelet_registrations_total{node="n1",resource="example.com/sriov_rdma",result="error"} 1`,
 			`rdmanet_agent_kubelet_restarts_total{node="n1"} 1`,
+		}},
+		{name: "DRA device health transitions", observe: func(m *Metrics) {
+			m.DeviceHealthChanged("vf-0000-41-00-2", kubeletplugin.HealthStatusUnhealthy)
+			m.DeviceHealthChanged("vf-0000-41-00-2", kubeletplugin.HealthStatusHealthy)
+			m.DeviceHealthChanged("vf-0000-41-00-2", kubeletplugin.HealthStatusUnhealthy)
+		}, want: []string{
+			`rdmanet_agent_dra_device_health_transitions_total{device="vf-0000-41-00-2",health="Unhealthy",node="n1"} 2`,
+			`rdmanet_agent_dra_device_health_transitions_total{device="vf-0000-41-00-2",health="Healthy",node="n1"} 1`,
 		}},
 	}
 	for _, tt := range tests {
