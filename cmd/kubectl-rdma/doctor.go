@@ -34,6 +34,7 @@ func newDoctorCmdWith(s streams, deps doctorDeps) *cobra.Command {
 		envKV    []string
 		listVFs  bool
 		listOnly bool
+		pkeys    []string
 	)
 	cmd := &cobra.Command{
 		Use:   "doctor",
@@ -51,6 +52,8 @@ RDMA netlink) and checks what an RDMA training job needs:
   route    the default route is not on a training interface
   nccl     NCCL_IB_DISABLE/NCCL_NET, NCCL_IB_HCA, NCCL_SOCKET_IFNAME and
            NCCL_IB_GID_INDEX against what exists
+  ib       InfiniBand ports: LID and SM LID set, a PKey table (ib-port); each
+           --pkey in every IB port's table with full membership (ib-pkey)
 
 Run it on a node, or in a training pod (kubectl exec … -- kubectl-rdma doctor)
 to see what the pod sees. The NCCL variables checked are the process's own;
@@ -67,6 +70,7 @@ unreadable sysfs root.`,
   kubectl rdma doctor -o json
   kubectl rdma doctor --rdma-netns-mode exclusive --env NCCL_IB_HCA=mlx5_1 --env NCCL_SOCKET_IFNAME=net1
   kubectl exec job/face-trainer -- env > pod.env && kubectl rdma doctor --env-file pod.env
+  kubectl rdma doctor --pkey 0x8005 --pkey 0x8006
   kubectl rdma doctor --sysfs-root /tmp/x/sys --proc-root /tmp/x/proc --dev-root /tmp/x/dev`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -89,6 +93,9 @@ unreadable sysfs root.`,
 				return &exitError{code: exitInput, err: err}
 			}
 			o.Env, o.EnvSource = env, src
+			if o.PKeys, err = parsePKeys(pkeys); err != nil {
+				return &exitError{code: exitInput, err: err}
+			}
 			o.NetnsMode = deps.netnsMode
 			in, err := doctor.Gather(o)
 			if err != nil {
@@ -119,10 +126,25 @@ unreadable sysfs root.`,
 	f.StringSliceVar(&o.TrainingIfs, "training-if", nil, "interface(s) to treat as training interfaces for the default-route check (netN, VF netdevs and NCCL_IB_HCA's netdevs are detected)")
 	f.StringVar(&envFile, "env-file", "", "check the NCCL_* variables of this file (KEY=VALUE lines, or /proc/<pid>/environ) instead of doctor's own environment")
 	f.StringArrayVar(&envKV, "env", nil, "check this KEY=VALUE instead of doctor's own environment (repeatable; applied after --env-file)")
+	f.StringArrayVar(&pkeys, "pkey", nil, "InfiniBand partition the pods' networks use (the ib-sriov/ipoib NAD's pkey, e.g. 0x8005; repeatable): ib-pkey checks it is in every IB port's PKey table with full membership")
 	f.BoolVar(&listVFs, "vfs", false, "list SR-IOV VF devices in the ibdev2netdev and show_gids listings (JSON always has them)")
 	f.BoolVar(&listOnly, "checks", false, "list the check catalogue and exit")
 	f.StringVar(&o.CNIBinDir, "cni-bin-dir", "/opt/cni/bin", "the node's CNI bin directory: warn when its whereabouts binary is not rdmanet's, fail when a thin rdmanet binary there lacks its -direct fallback (\"\" skips both checks)")
 	return cmd
+}
+
+// parsePKeys reads --pkey values as the ib-sriov and ipoib plugins read a
+// NAD's pkey (hex, with or without 0x and the membership bit).
+func parsePKeys(vals []string) ([]uint16, error) {
+	var out []uint16
+	for _, v := range vals {
+		k, err := inventory.ParsePKey(v)
+		if err != nil || k&0x7fff == 0 {
+			return nil, fmt.Errorf("doctor: --pkey %q: want a PKey in hex with a partition number other than 0, e.g. 0x8005", v)
+		}
+		out = append(out, k)
+	}
+	return out, nil
 }
 
 // doctorEnv returns the environment to check and a description of it.

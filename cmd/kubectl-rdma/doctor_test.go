@@ -18,6 +18,11 @@ func doctorHost(t *testing.T) (root string, node *sysfsfixture.Standard) {
 	t.Helper()
 	root = t.TempDir()
 	std, err := sysfsfixture.NewStandard(filepath.Join(root, "sys"), sysfsfixture.StandardOptions{})
+	if err == nil {
+		// what a subnet manager gives the node's InfiniBand port (LID, SM
+		// LID, the default partition), as on a working fabric
+		err = std.SetIBPort(std.IB.RDMADev, sysfsfixture.IBPort{LID: 0x21, SMLID: 1})
+	}
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -76,7 +81,7 @@ func TestDoctorCLI(t *testing.T) {
 			"mlx5_1 port 1 ==> enp65s0f0np0 (Up)",
 			"mlx5_1  1     3      0000:0000:0000:0000:0000:ffff:0a00:0164  10.0.1.100     v2   enp65s0f0np0",
 			"\nNCCL\n", "  PASS  nccl-gid-index ",
-			"PASS: 29 pass, 0 warn, 0 fail",
+			"PASS  ib-port             mlx5_3 port 1 (ibp193s0f0): LID 0x21, SM LID 0x1", "PASS: 30 pass, 0 warn, 0 fail",
 		}},
 		{name: "process env without NCCL_IB_HCA warns about the default route", environ: []string{"PATH=/bin"}, code: 0, stdout: []string{"WARN  default-route", "RDMA device mlx5_0 NCCL will also use"}},
 		{name: "wrong GID index fails", environ: hostEnv, args: []string{"--env", "NCCL_IB_GID_INDEX=0"}, code: 1, stdout: []string{"FAIL  nccl-gid-index", "fix: NCCL_IB_GID_INDEX=3"}},
@@ -85,7 +90,11 @@ func TestDoctorCLI(t *testing.T) {
 		{name: "flag disagrees with kernel", environ: hostEnv, args: []string{"--rdma-netns-mode", "shared"}, code: 0, stdout: []string{"WARN  rdma-netns-mode", "disagrees"}},
 		{name: "another project's whereabouts warns", environ: hostEnv, args: []string{"--cni-bin-dir", root + "/other/bin"}, code: 0, stdout: []string{"WARN  whereabouts", "/other/bin/whereabouts is not rdmanet's"}},
 		{name: "VFs listed on request", environ: hostEnv, args: []string{"--vfs"}, code: 0, stdout: []string{"mlx5_27 port 1 ==> ibp193s0f0v7 (Up)"}},
-		{name: "check catalogue", args: []string{"--checks"}, code: 0, stdout: []string{"rdma-devices", "nccl-gid-index"}},
+		{name: "check catalogue", args: []string{"--checks"}, code: 0, stdout: []string{"rdma-devices", "nccl-gid-index", "ib-port", "ib-pkey"}},
+		{name: "--pkey in the IB port's table", environ: hostEnv, args: []string{"--pkey", "0x7fff"}, code: 0, stdout: []string{"PASS  ib-pkey", "full member of PKey 0xffff"}},
+		{name: "--pkey missing from the IB port's table fails (repeatable)", environ: hostEnv, args: []string{"--pkey", "0x8005", "--pkey", "8006"}, code: 1,
+			stdout: []string{"FAIL  ib-pkey", "PKey 0x8005 is not in the port's table", "PKey 0x8006 is not in the port's table", "partitions.conf"}},
+		{name: "bad --pkey", args: []string{"--pkey", "0x8000"}, code: 2, stderr: `--pkey "0x8000": want a PKey in hex`},
 		{name: "missing sysfs root", args: []string{"--sysfs-root", root + "/nope"}, code: 2, stderr: "sysfs root"},
 		{name: "bad output", args: []string{"-o", "yaml"}, code: 2, stderr: "want text or json"},
 		{name: "bad netns mode", args: []string{"--rdma-netns-mode", "private"}, code: 2, stderr: "want exclusive or shared"},
@@ -128,7 +137,7 @@ func TestDoctorCLI(t *testing.T) {
 	})
 
 	t.Run("json exact shape", func(t *testing.T) {
-		code, out, _ := runDoctor(t, hostEnv, append(paths, "-o", "json")...)
+		code, out, _ := runDoctor(t, hostEnv, append(paths, "-o", "json", "--pkey", "0xffff")...)
 		if code != 0 {
 			t.Fatalf("exit %d\n%s", code, out)
 		}

@@ -140,19 +140,26 @@ func TestNCCL(t *testing.T) {
 }
 
 func TestRenderThenLint(t *testing.T) {
-	for _, name := range []string{"exclusive", "shared", "host", "exclusive --dra", "shared --dra"} {
+	for _, name := range []string{"exclusive", "shared", "host", "exclusive --dra", "shared --dra",
+		"exclusive --link-type infiniband --pkey 0x8005", "shared --link-type infiniband --pkey 0x8006", "host --link-type infiniband"} {
 		t.Run(name, func(t *testing.T) {
-			mode, dra := strings.CutSuffix(name, " --dra")
-			args := []string{"render", "--mode", mode, "--name", "face-trainer", "-n", "ai-training", "--pf", "enp65s0f0np0", "--image", "registry.example.com/ai/t:v1"}
+			f := strings.Fields(name)
+			mode, extra := f[0], f[1:]
+			pf, ib := "enp65s0f0np0", strings.Contains(name, "infiniband")
+			if ib {
+				pf = "ibp193s0f1"
+			}
+			args := []string{"render", "--mode", mode, "--name", "face-trainer", "-n", "ai-training", "--pf", pf, "--image", "registry.example.com/ai/t:v1"}
 			if mode != "host" {
 				args = append(args, "--subnet", "10.60.0.0/16")
 			}
-			if dra {
-				args = append(args, "--dra")
-			}
+			args = append(args, extra...)
 			code, out, errs := runCmd(t, "", args...)
 			if code != 0 {
 				t.Fatalf("render exit %d: %s", code, errs)
+			}
+			if ib && (!strings.Contains(out, `"infiniband"`) || strings.Contains(out, "NCCL_IB_GID_INDEX")) {
+				t.Errorf("InfiniBand variant without linkTypes infiniband, or with a GID index:\n%s", out)
 			}
 			code, lout, _ := runCmd(t, out, "lint", "-o", "json", "-")
 			if code != 0 {

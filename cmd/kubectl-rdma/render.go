@@ -43,6 +43,14 @@ matchAttribute resource.kubernetes.io/pcieRoot constraint per pair, and a Job
 whose pods take the claim instead of device plugin limits. Host mode has no
 DRA path.
 
+InfiniBand (--link-type infiniband, --pf the IB port's IPoIB netdev): the
+pools select IB functions (linkTypes ["infiniband"]); exclusive renders an
+ib-sriov → rdma chain (pkey, link_state enable, capabilities infinibandGUID:
+the VF's GUID comes from the pod's infiniband-guid or rdmanet's GUID pool),
+shared an ipoib child of the IB port (pkey, optional mtu) on the shared
+pool, host the same Job as on RoCE. No NCCL_IB_GID_INDEX in any mode (IB
+needs none). --pkey names the partition. Not with --dra yet.
+
 Multi-rail (exclusive, shared): give one --rail-subnet per --pf; rail i is PF i
 with its own pool (<resourceName>_<i>), NAD (<network>-<i>), subnet and in-pod
 interface net<i+1>, and the Job requests one device of each.
@@ -50,7 +58,7 @@ interface net<i+1>, and the Job requests one device of each.
 Spec fields: mode, name, namespace, resourcePrefix, resourceName, pfNames,
 vendors, deviceIDs, rdmaHcaMax, poolFormat, poolNamespace, network, interface,
 subnet, exclude, subnets, vlan, mtu, image, nodes, gpusPerNode, rdmaPerPod,
-port, script, command, socketIfname, ncclDebug, dra, gpuDeviceClass.`,
+port, script, command, socketIfname, ncclDebug, dra, gpuDeviceClass, linkType, pkey.`,
 		Example: `  kubectl rdma render --mode exclusive --name face-trainer -n ai-training \
       --pf enp65s0f0np0 --subnet 10.60.0.0/16 --exclude 10.60.0.0/24 --vlan 200 \
       --image registry.example.com/ai/face-training:v1 --nodes 2 --gpus-per-node 8
@@ -58,6 +66,8 @@ port, script, command, socketIfname, ncclDebug, dra, gpuDeviceClass.`,
       --rail-subnet 10.60.0.0/16 --rail-subnet 10.61.0.0/16 --image registry.example.com/ai/llm:v1
   kubectl rdma render --mode exclusive --dra --name llm --pf enp65s0f0np0 --subnet 10.60.0.0/16 \
       --image registry.example.com/ai/llm:v1
+  kubectl rdma render --mode shared --link-type infiniband --pkey 0x8005 --name llm --pf ibp193s0f1 \
+      --subnet 10.70.0.0/16 --image registry.example.com/ai/llm:v1
   kubectl rdma render -f spec.yaml | kubectl apply -f -`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -115,6 +125,8 @@ port, script, command, socketIfname, ncclDebug, dra, gpuDeviceClass.`,
 	fl.StringVar(&f.SocketIfname, "socket-ifname", "", "host mode: node interface for NCCL bootstrap (default the first PF)")
 	fl.BoolVar(&f.NCCLDebug, "nccl-debug", false, "set NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,NET (for kubectl rdma nccl)")
 	fl.BoolVar(&f.DRA, "dra", false, "exclusive/shared: DRA path (DeviceClass per pool, ResourceClaimTemplate with GPU+NIC pairs, Job with resourceClaims)")
+	fl.StringVar(&f.LinkType, "link-type", "", "the PFs' link layer: ethernet (RoCE, default) or infiniband (ib-sriov / ipoib networks, pools of IB functions)")
+	fl.StringVar(&f.PKey, "pkey", "", "InfiniBand: the network's partition key, e.g. 0x8005 (default: the default partition; shared: the master's)")
 	fl.StringVar(&f.GPUDeviceClass, "gpu-device-class", "", "with --dra: DeviceClass of the GPU requests (default gpu.nvidia.com)")
 	return cmd
 }
@@ -199,5 +211,11 @@ func overlay(cmd *cobra.Command, dst, src *render.Spec) {
 	}
 	if set("gpu-device-class") {
 		dst.GPUDeviceClass = src.GPUDeviceClass
+	}
+	if set("link-type") {
+		dst.LinkType = src.LinkType
+	}
+	if set("pkey") {
+		dst.PKey = src.PKey
 	}
 }

@@ -136,7 +136,7 @@ func TestVerifyCommand(t *testing.T) {
 				"network  device-info         OK       net1: VF pci-address 0000:3b:02.1, rdma-device mlx5_3",
 				"pod      roce-gid            OK       mlx5_3 port 1: RoCEv2 IPv4 GID index 3 = 192.168.100.12 (net1)",
 				"nccl     nccl-log            SKIP     --nccl-logs not given",
-				"OK: 17 ok, 0 problem, 0 unknown, 1 skip",
+				"OK: 17 ok, 0 problem, 0 unknown, 3 skip",
 			},
 		},
 		{

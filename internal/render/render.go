@@ -61,22 +61,34 @@ func Render(s Spec) ([]Document, error) {
 	if s.DRA {
 		draNote = "; with --dra rdmanet-agent publishes these pools to DRA (driver " + DRADriver + ")"
 	}
+	ib := ""
+	if s.IB() {
+		ib = "InfiniBand "
+	}
 	switch s.Mode {
 	case ModeExclusive:
-		docs = append(docs, Document{"SR-IOV VF pool: registers RDMA-capable VFs of the PFs as " + strings.Join(names, ", ") + draNote, sriovPool(s, rs)})
+		docs = append(docs, Document{"SR-IOV VF pool: registers RDMA-capable " + ib + "VFs of the PFs as " + strings.Join(names, ", ") + draNote, sriovPool(s, rs)})
 		docs = append(docs, deviceClasses(s, rs)...)
 		for _, r := range rs {
+			if s.IB() {
+				docs = append(docs, Document{"training network: ib-sriov gives the VF a GUID (the pod's infiniband-guid or the GUID pool's) and moves its IPoIB netdev in as " + r.iface + partitionNote(s) + ", rdma moves its RDMA device; no default route", ibSRIOVNAD(s, r)})
+				continue
+			}
 			docs = append(docs, Document{"training network: sriov moves the VF in as " + r.iface + ", rdma moves its RDMA device; no default route", exclusiveNAD(s, r)})
 		}
 	case ModeShared:
-		docs = append(docs, Document{"shared HCA pool: " + strconv.Itoa(s.RdmaHcaMax) + " pods may share each HCA (" + strings.Join(names, ", ") + "); the node's RDMA subsystem must be in shared netns mode" + draNote, sharedPool(s, rs)})
+		docs = append(docs, Document{"shared HCA pool: " + strconv.Itoa(s.RdmaHcaMax) + " pods may share each " + ib + "HCA (" + strings.Join(names, ", ") + "); the node's RDMA subsystem must be in shared netns mode" + draNote, sharedPool(s, rs)})
 		docs = append(docs, deviceClasses(s, rs)...)
 		for _, r := range rs {
+			if s.IB() {
+				docs = append(docs, Document{"training network: IPoIB child of the IB port's netdev as " + r.iface + partitionNote(s) + "; no default route", ipoibNAD(s, r)})
+				continue
+			}
 			docs = append(docs, Document{"training network: macvlan child of the RoCE PF as " + r.iface + "; no default route", sharedNAD(s, r)})
 		}
 	case ModeHost:
 		docs = append(docs,
-			Document{"shared HCA pool: hands the /dev/infiniband device nodes to hostNetwork pods as " + s.ResourceFullName(), sharedPool(s, rs)})
+			Document{"shared " + ib + "HCA pool: hands the /dev/infiniband device nodes to hostNetwork pods as " + s.ResourceFullName(), sharedPool(s, rs)})
 	}
 	if s.DRA {
 		docs = append(docs, Document{claimTemplateComment(s, rs), claimTemplate(s, rs)})
@@ -120,6 +132,9 @@ func sriovPool(s Spec, rs []rail) obj {
 		if len(s.DeviceIDs) > 0 {
 			sel["devices"] = s.DeviceIDs
 		}
+		if s.IB() {
+			sel["linkTypes"] = []string{LinkInfiniBand}
+		}
 		list = append(list, obj{"resourcePrefix": s.ResourcePrefix, "resourceName": r.resourceName, "selectors": []any{sel}})
 	}
 	return obj{"apiVersion": "v1", "kind": "ConfigMap",
@@ -133,6 +148,9 @@ func sharedPool(s Spec, rs []rail) obj {
 		sel := obj{"vendors": s.Vendors, "ifNames": r.pfs}
 		if len(s.DeviceIDs) > 0 {
 			sel["deviceIDs"] = s.DeviceIDs
+		}
+		if s.IB() {
+			sel["linkTypes"] = []string{LinkInfiniBand}
 		}
 		list = append(list, obj{"resourcePrefix": s.ResourcePrefix, "resourceName": r.resourceName, "rdmaHcaMax": s.RdmaHcaMax, "selectors": sel})
 	}
@@ -168,6 +186,37 @@ func exclusiveNAD(s Spec, r rail) obj {
 		sriov["vlan"] = s.VLAN
 	}
 	return nad(s, r, obj{"cniVersion": "0.3.1", "name": r.network, "plugins": []any{sriov, obj{"type": "rdma"}}})
+}
+
+// ibSRIOVNAD is ib-sriov-cni's configuration: the VF's GUID from the pod's
+// infiniband-guid (the capability) or rdmanet's GUID pool, the link state,
+// the partition; the rdma step moves the RDMA device.
+func ibSRIOVNAD(s Spec, r rail) obj {
+	ib := obj{"type": "ib-sriov", "link_state": "enable", "capabilities": obj{"infinibandGUID": true}, "ipam": ipam(r)}
+	if k := s.pkey(); k != "" {
+		ib["pkey"] = k
+	}
+	return nad(s, r, obj{"cniVersion": "0.3.1", "name": r.network, "plugins": []any{ib, obj{"type": "rdma"}}})
+}
+
+// ipoibNAD is ipoib-cni's configuration: a child of the IB port's IPoIB
+// netdev (master), in the network's partition when it names one.
+func ipoibNAD(s Spec, r rail) obj {
+	p := obj{"type": "ipoib", "master": r.pfs[0], "ipam": ipam(r)}
+	if k := s.pkey(); k != "" {
+		p["pkey"] = k
+	}
+	if s.MTU != 0 {
+		p["mtu"] = s.MTU
+	}
+	return nad(s, r, obj{"cniVersion": "0.3.1", "name": r.network, "plugins": []any{p}})
+}
+
+func partitionNote(s Spec) string {
+	if k := s.pkey(); k != "" {
+		return " in partition " + k + " (the subnet manager must admit the GUID)"
+	}
+	return ""
 }
 
 func sharedNAD(s Spec, r rail) obj {

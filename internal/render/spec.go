@@ -17,6 +17,8 @@ import (
 	"strings"
 
 	"sigs.k8s.io/yaml"
+
+	"github.com/rdmanet/rdmanet/internal/inventory"
 )
 
 // Modes.
@@ -34,6 +36,12 @@ const (
 	DefaultGPUDeviceClass = "gpu.nvidia.com"
 	// PCIeRootAttribute is the standard attribute GPU and NIC are aligned on.
 	PCIeRootAttribute = "resource.kubernetes.io/pcieRoot"
+)
+
+// Link types (Spec.LinkType): the bearer of the PFs.
+const (
+	LinkEthernet   = "ethernet"
+	LinkInfiniBand = "infiniband"
 )
 
 // Pool formats for the shared pool.
@@ -57,6 +65,16 @@ type Spec struct {
 	RdmaHcaMax     int      `json:"rdmaHcaMax,omitempty"` // shared and host
 	PoolFormat     string   `json:"poolFormat,omitempty"` // shared/host: configmap (default) or nicclusterpolicy
 	PoolNamespace  string   `json:"poolNamespace,omitempty"`
+
+	// LinkType is the PFs' link layer: ethernet (RoCE, the default) or
+	// infiniband. On InfiniBand exclusive mode renders an ib-sriov network
+	// (pkey, link_state, the infinibandGUID capability) and shared mode an
+	// ipoib child of the IB port; the pools select IB functions
+	// (linkTypes).
+	LinkType string `json:"linkType,omitempty"`
+	// PKey is the InfiniBand partition of the network (0x8005); empty:
+	// the default partition (shared: the master's).
+	PKey string `json:"pkey,omitempty"`
 
 	// Secondary network (exclusive, shared).
 	Network   string   `json:"network,omitempty"` // NAD name
@@ -134,7 +152,10 @@ func (s *Spec) Default() {
 	if s.Interface == "" {
 		s.Interface = "net1"
 	}
-	if s.MTU == 0 && s.Mode == ModeShared {
+	if s.LinkType == "" {
+		s.LinkType = LinkEthernet
+	}
+	if s.MTU == 0 && s.Mode == ModeShared && !s.IB() {
 		s.MTU = 9000
 	}
 	if s.Nodes == 0 {
@@ -196,8 +217,8 @@ func (s *Spec) Validate() error {
 		if !ifName.MatchString(pf) {
 			bad("pfNames", fmt.Sprintf("%q", pf), "is not a network interface name", "use the netdev name from ibdev2netdev")
 		}
-		if strings.HasPrefix(pf, "ib") && s.Mode == ModeShared {
-			bad("pfNames", fmt.Sprintf("%q", pf), "looks like an IPoIB interface; macvlan cannot use InfiniBand as parent (seed 3, 四)", "use a RoCE PF, or the exclusive mode")
+		if strings.HasPrefix(pf, "ib") && s.Mode == ModeShared && !s.IB() {
+			bad("pfNames", fmt.Sprintf("%q", pf), "looks like an IPoIB interface; macvlan cannot use InfiniBand as parent (seed 3, 四)", "on InfiniBand render --link-type infiniband (an ipoib child of the port), or use a RoCE PF")
 		}
 	}
 	if s.Mode == ModeShared && len(s.PFNames) > 1 && len(s.Subnets) == 0 {
@@ -249,10 +270,35 @@ func (s *Spec) Validate() error {
 			}
 		}
 	}
+	switch s.LinkType {
+	case LinkEthernet, LinkInfiniBand:
+	default:
+		bad("linkType", fmt.Sprintf("%q", s.LinkType), "must be ethernet or infiniband", "ethernet = RoCE (sriov, macvlan), infiniband = IB (ib-sriov, ipoib)")
+	}
+	if s.PKey != "" {
+		k, err := inventory.ParsePKey(s.PKey)
+		switch {
+		case !s.IB():
+			bad("pkey", fmt.Sprintf("%q", s.PKey), "applies to InfiniBand only (partitions do not exist on RoCE)", "add --link-type infiniband, or drop it")
+		case s.Mode == ModeHost:
+			bad("pkey", fmt.Sprintf("%q", s.PKey), "host mode has no network to put in a partition (the pod uses the node's ports)", "drop it")
+		case err != nil || k&0x7fff == 0:
+			bad("pkey", fmt.Sprintf("%q", s.PKey), "must be a 16-bit hex PKey with a partition number other than 0", "e.g. 0x8005 (the full-membership bit is added)")
+		}
+	}
+	if s.IB() && s.VLAN != 0 {
+		bad("vlan", s.VLAN, "InfiniBand VFs have no VLAN (partitions are PKeys)", "drop vlan; give --pkey")
+	}
+	if s.IB() && s.DRA {
+		bad("dra", true, "the InfiniBand variant is rendered for device plugin pools only", "drop --dra for --link-type infiniband")
+	}
 	if s.VLAN != 0 && (s.Mode != ModeExclusive || s.VLAN < 1 || s.VLAN > 4094) {
 		bad("vlan", s.VLAN, "applies to exclusive mode only (the sriov CNI sets it on the VF) and must be 1..4094", "for shared mode put the VLAN interface itself in pfNames")
 	}
-	if s.MTU != 0 && (s.Mode != ModeShared || s.MTU < 1280 || s.MTU > 9216) {
+	switch {
+	case s.MTU != 0 && s.IB() && (s.Mode != ModeShared || s.MTU < 1280 || s.MTU > 65520):
+		bad("mtu", s.MTU, "applies to shared mode (the IPoIB child) and must be 1280..65520 (datagram mode: at most 4092)", "exclusive VFs take the PF's MTU; leave it unset for the master's")
+	case s.MTU != 0 && !s.IB() && (s.Mode != ModeShared || s.MTU < 1280 || s.MTU > 9216):
 		bad("mtu", s.MTU, "applies to shared mode (macvlan) and must be 1280..9216", "exclusive VFs take the PF's MTU; drop it")
 	}
 	if s.Image == "" {
@@ -292,6 +338,19 @@ func (s *Spec) Validate() error {
 		bad("socketIfname", fmt.Sprintf("%q", s.SocketIfname), "must name the node interface NCCL bootstraps on", "")
 	}
 	return errors.Join(errs...)
+}
+
+// IB tells whether the spec renders the InfiniBand variant.
+func (s *Spec) IB() bool { return s.LinkType == LinkInfiniBand }
+
+// pkey is the spec's PKey in 0x8005 form with the full-membership bit, ""
+// when none.
+func (s *Spec) pkey() string {
+	k, err := inventory.ParsePKey(s.PKey)
+	if s.PKey == "" || err != nil {
+		return ""
+	}
+	return inventory.FormatPKey(k | 0x8000)
 }
 
 // ResourceFullName is prefix/name.
