@@ -51,8 +51,10 @@ import (
 // DefaultBinaries are the CNI binaries the node needs: the meta CNI shim,
 // the two drop-in plugins and the IPAM, each with its per-call fallback
 // (the shim and the thin sriov, rdma and rdmanet-ipam hand calls to the
-// daemon and become their -direct binary when none answers).
-var DefaultBinaries = []string{"rdmanet", "rdmanet-direct", "sriov", "sriov-direct", "rdma", "rdma-direct", "rdmanet-ipam", "rdmanet-ipam-direct"}
+// daemon and become their -direct binary when none answers), and the two
+// InfiniBand drop-ins under upstream's names, ib-sriov (ib-sriov-cni) and
+// ipoib (ipoib-cni), which do their work themselves (no -direct).
+var DefaultBinaries = []string{"rdmanet", "rdmanet-direct", "sriov", "sriov-direct", "rdma", "rdma-direct", "rdmanet-ipam", "rdmanet-ipam-direct", "ib-sriov", "ipoib"}
 
 // File names and directories in the CNI config directory.
 const (

@@ -62,13 +62,16 @@ func (g *gpuDriver) PrepareResourceClaims(_ context.Context, claims []*resourcev
 				break
 			}
 			name := string(c.UID) + "-" + r.Device
-			spec.Devices = append(spec.Devices, cdispec.Device{Name: name})
+			// Every CDI device needs an edit of its own (an empty one
+			// makes the whole spec invalid): its own address.
+			spec.Devices = append(spec.Devices, cdispec.Device{Name: name, ContainerEdits: cdispec.ContainerEdits{
+				Env: []string{fmt.Sprintf("RDMANET_FAKE_GPU_%d=%s", len(spec.Devices), gpu.BDF)}}})
 			bdfs = append(bdfs, gpu.BDF)
 			res.Devices = append(res.Devices, kubeletplugin.Device{Requests: []string{r.Request}, PoolName: r.Pool, DeviceName: r.Device,
 				CDIDeviceIDs: []string{gpuCDIKind + "=" + name}})
 		}
 		if res.Err == nil && len(spec.Devices) > 0 {
-			spec.Devices[0].ContainerEdits.Env = []string{"NVIDIA_VISIBLE_DEVICES=" + strings.Join(bdfs, ",")}
+			spec.Devices[0].ContainerEdits.Env = append(spec.Devices[0].ContainerEdits.Env, "NVIDIA_VISIBLE_DEVICES="+strings.Join(bdfs, ","))
 			spec.Version = "0.5.0"
 			b, err := json.Marshal(spec)
 			if err == nil {
