@@ -69,7 +69,8 @@ func TestChartMatchesDeploy(t *testing.T) {
 		{name: "default values = deploy/"},
 		{name: "dra.enabled = deploy/ + components/dra", vals: "dra: {enabled: true}", components: []string{"dra"}},
 		{name: "monitoring.enabled = deploy/ + components/monitoring", vals: "monitoring: {enabled: true}", components: []string{"monitoring"}},
-		{name: "both components", vals: "dra: {enabled: true}\nmonitoring: {enabled: true}", components: []string{"dra", "monitoring"}},
+		{name: "policyAudit.enabled = deploy/ + components/policy-audit", vals: "policyAudit: {enabled: true}", components: []string{"policy-audit"}},
+		{name: "every component", vals: "dra: {enabled: true}\nmonitoring: {enabled: true}\npolicyAudit: {enabled: true}", components: []string{"dra", "monitoring", "policy-audit"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var comps []string
@@ -275,6 +276,7 @@ func TestChartRefuses(t *testing.T) {
 		{"another namespace", "default", "", `rdmanet installs into the namespace rdmanet-system, not "default"`},
 		{"webhooks without the controller", Namespace, "controller: {enabled: false}", "webhooks.enabled needs controller.enabled"},
 		{"DRA without the node agent", Namespace, "node: {enabled: false}\ndra: {enabled: true}", "dra.enabled needs node.enabled"},
+		{"policy audit without the node policies", Namespace, "node: {enabled: false}\npolicyAudit: {enabled: true}", "policyAudit.enabled needs node.enabled"},
 		{"a digest that is not one", Namespace, "image: {digest: latest}", `image.digest "latest"`},
 		{"a pool config that is not an object", Namespace, "node: {agent: {config: 3}}", "node.agent.config: a float64"},
 		{"a pool config file that is not text", Namespace, "node: {agent: {configJSON: {a: 1}}}", "node.agent.configJSON: a map"},
@@ -293,7 +295,7 @@ func TestChartRefuses(t *testing.T) {
 func TestChartLint(t *testing.T) {
 	for _, vals := range []string{
 		"",
-		"dra: {enabled: true}\nmonitoring: {enabled: true}",
+		"dra: {enabled: true}\nmonitoring: {enabled: true}\npolicyAudit: {enabled: true}",
 		"controller: {enabled: false}\nwebhooks: {enabled: false}",
 		"node: {enabled: false}",
 	} {
@@ -315,6 +317,7 @@ func TestChartDryRun(t *testing.T) {
 		{"defaults", ""},
 		{"dra", "dra: {enabled: true}"},
 		{"monitoring", "monitoring: {enabled: true}"},
+		{"policy audit", "policyAudit: {enabled: true}"},
 		{"values changed", "image: {repository: registry.example/r, tag: '1.0'}\nnode: {nodeSelector: {a: b}, tolerations: [{key: k, operator: Exists}]}\nwebhooks: {enabled: false}"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	jsonpatch "github.com/evanphx/json-patch/v5"
+	"k8s.io/apimachinery/pkg/labels"
 	"sigs.k8s.io/yaml"
 )
 
@@ -27,6 +28,9 @@ type kustomization struct {
 			Kind      string `json:"kind"`
 			Name      string `json:"name"`
 			Namespace string `json:"namespace"`
+			// LabelSelector selects objects by their labels, as kustomize's
+			// target labelSelector does (a label selector string).
+			LabelSelector string `json:"labelSelector"`
 		} `json:"target"`
 		Patch string `json:"patch"`
 		Path  string `json:"path"`
@@ -184,13 +188,19 @@ func patch(dir string, k kustomization, objs []Object) error {
 		if err != nil {
 			return fmt.Errorf("%s/kustomization.yaml patches[%d]: %w", dir, i, err)
 		}
+		sel := labels.Everything()
+		if p.Target.LabelSelector != "" {
+			if sel, err = labels.Parse(p.Target.LabelSelector); err != nil {
+				return fmt.Errorf("%s/kustomization.yaml patches[%d] target labelSelector %q: %w", dir, i, p.Target.LabelSelector, err)
+			}
+		}
 		var hit int
 		for _, o := range objs {
 			t := p.Target
 			gvk := o.GroupVersionKind()
 			if (t.Kind != "" && t.Kind != gvk.Kind) || (t.Name != "" && t.Name != o.GetName()) ||
 				(t.Group != "" && t.Group != gvk.Group) || (t.Version != "" && t.Version != gvk.Version) ||
-				(t.Namespace != "" && t.Namespace != o.GetNamespace()) {
+				(t.Namespace != "" && t.Namespace != o.GetNamespace()) || !sel.Matches(labels.Set(o.GetLabels())) {
 				continue
 			}
 			doc, err := json.Marshal(o.Object)

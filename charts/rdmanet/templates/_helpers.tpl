@@ -60,3 +60,16 @@ node.agent.configJSON=config.json), else node.agent.config written as JSON.
 {{- fail (printf "node.agent.config: a %s; want the pool config as an object (resourceList and/or configList), or its file's text in node.agent.configJSON" (kindOf $a.config)) -}}
 {{- end -}}
 {{- end -}}
+
+{{/*
+rdmanet.policyActions: the validationActions of the node-restriction
+policies' bindings: [Deny], or [Warn, Audit] for the upgrade window from a
+release before 0.3 (policyAudit.enabled, deploy/components/policy-audit).
+*/}}
+{{- define "rdmanet.policyActions" -}}
+{{- if .Values.policyAudit.enabled -}}
+[Warn, Audit]
+{{- else -}}
+[Deny]
+{{- end -}}
+{{- end -}}
