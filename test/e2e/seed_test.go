@@ -59,11 +59,19 @@ func TestMain(m *testing.M) {
 }
 
 // buildPlugins builds every binary the flow execs into dir (rdmanet-ipam
-// also as "whereabouts", the name the seed NAD uses).
+// also as "whereabouts", the name the seed NAD uses), and the InfiniBand
+// drop-ins, which rdmanet-install copies from the same directory as the
+// image's other CNI binaries (TestDeployRBAC runs it on dir).
 func buildPlugins(dir string) error {
 	return pluginbin.Build(dir, pluginbin.Meta, pluginbin.MetaDirect, pluginbin.MetaDaemon, pluginbin.SRIOV, pluginbin.RDMA,
-		pluginbin.IPAM, pluginbin.Bridge, pluginbin.Macvlan, pluginbin.HostLocal, testPlugin)
+		pluginbin.IPAM, pluginbin.Bridge, pluginbin.Macvlan, pluginbin.HostLocal, testPlugin, ibSRIOVPlugin, ipoibPlugin)
 }
+
+// The InfiniBand CNI plugins (docs/infiniband.md).
+const (
+	ibSRIOVPlugin = "github.com/rdmanet/rdmanet/cmd/ib-sriov"
+	ipoibPlugin   = "github.com/rdmanet/rdmanet/cmd/ipoib"
+)
 
 // testPlugin is rdmanet's configurable test delegate (a DEL that fails
 // while a file exists).
