@@ -31,6 +31,7 @@ func TestMultiNode(t *testing.T) {
 	t.Run("DRA: GPUs and a VF under one PCIe root, on the one node with that fit", testDRAAcrossNodes)
 	t.Run("rolling upgrade across nodes with both modes' pods running", testRollAcrossNodes)
 	t.Run("kubectl rdma verify of a 16-pod workload across nodes", testVerify16)
+	t.Run("a node's credentials reach only its own objects", testNodeCredentials)
 	t.Run("node loss: addresses freed, pods back elsewhere, node back", testNodeLoss)
 }
 
