@@ -71,8 +71,9 @@ func testNodeCredentials(t *testing.T) {
 	if onB == "" {
 		t.Fatalf("no rdmanet-node pod on %s", b.Name)
 	}
+	// The write rdmanet's node makes: the annotation through pods/status.
 	_, err = cs.CoreV1().Pods("rdmanet-system").Patch(c, onB, types.MergePatchType,
-		[]byte(`{"metadata":{"annotations":{"k8s.v1.cni.cncf.io/network-status":"[]"}}}`), metav1.PatchOptions{})
+		[]byte(`{"metadata":{"annotations":{"k8s.v1.cni.cncf.io/network-status":"[]"}}}`), metav1.PatchOptions{}, "status")
 	if !apierrors.IsForbidden(err) || !strings.Contains(err.Error(), "rdmanet-node/") {
 		t.Errorf("%s's host token patching pod %s on %s: %v; want 403 from an rdmanet-node/ policy rule", a.Name, onB, b.Name, err)
 	}
