@@ -81,8 +81,31 @@ func build(root, dir, kind string) ([]Object, error) {
 	if k.Kind != kind && !(kind == "Kustomization" && k.Kind == "") {
 		return nil, fmt.Errorf("%s/kustomization.yaml: kind %q, want %s", dir, k.Kind, kind)
 	}
+	objs, err := resources(root, dir, k.Resources)
+	if err != nil {
+		return nil, err
+	}
+	for _, c := range k.Components {
+		if objs, err = applyComponent(root, filepath.Join(dir, c), objs); err != nil {
+			return nil, err
+		}
+	}
+	if err := patch(dir, k, objs); err != nil {
+		return nil, err
+	}
+	for _, img := range k.Images {
+		for _, o := range objs {
+			setImage(o.Object, img.Name, img.NewName, img.NewTag, img.Digest, false)
+		}
+	}
+	return objs, nil
+}
+
+// resources reads the resources a kustomization in dir lists: files of
+// objects, and directories built as Kustomizations of their own.
+func resources(root, dir string, names []string) ([]Object, error) {
 	var objs []Object
-	for _, r := range k.Resources {
+	for _, r := range names {
 		p := filepath.Join(dir, r)
 		st, err := os.Stat(p)
 		if err != nil {
@@ -107,19 +130,6 @@ func build(root, dir, kind string) ([]Object, error) {
 		}
 		objs = append(objs, o...)
 	}
-	for _, c := range k.Components {
-		if objs, err = applyComponent(root, filepath.Join(dir, c), objs); err != nil {
-			return nil, err
-		}
-	}
-	if err := patch(dir, k, objs); err != nil {
-		return nil, err
-	}
-	for _, img := range k.Images {
-		for _, o := range objs {
-			setImage(o.Object, img.Name, img.NewName, img.NewTag, img.Digest, false)
-		}
-	}
 	return objs, nil
 }
 
@@ -136,31 +146,9 @@ func applyComponent(root, dir string, objs []Object) ([]Object, error) {
 	if len(k.Images) > 0 || len(k.Components) > 0 {
 		return nil, fmt.Errorf("%s/kustomization.yaml: images or components in a Component: not implemented by internal/chart (extend kustomize.go)", dir)
 	}
-	var added []Object
-	for _, r := range k.Resources {
-		p := filepath.Join(dir, r)
-		st, err := os.Stat(p)
-		if err != nil {
-			return nil, fmt.Errorf("%s/kustomization.yaml: resource %s: %w", dir, r, err)
-		}
-		if st.IsDir() {
-			sub, err := build(root, p, "Kustomization")
-			if err != nil {
-				return nil, err
-			}
-			added = append(added, sub...)
-			continue
-		}
-		b, err := os.ReadFile(p)
-		if err != nil {
-			return nil, err
-		}
-		rel, _ := filepath.Rel(root, p)
-		o, err := decodeObjects(filepath.ToSlash(rel), b)
-		if err != nil {
-			return nil, err
-		}
-		added = append(added, o...)
+	added, err := resources(root, dir, k.Resources)
+	if err != nil {
+		return nil, err
 	}
 	objs = append(objs, added...)
 	if err := patch(dir, k, objs); err != nil {
