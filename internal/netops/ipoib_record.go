@@ -64,17 +64,7 @@ func (r *Recorder) updateIPoIB(f func(s *ipoibState) ([]string, error)) error {
 	if len(lines) == 0 {
 		return nil
 	}
-	lf, err := os.OpenFile(r.LogPath(), os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o600)
-	if err != nil {
-		return fmt.Errorf("netops recorder log: %w", err)
-	}
-	defer lf.Close()
-	for _, l := range lines {
-		if _, err := fmt.Fprintln(lf, l); err != nil {
-			return fmt.Errorf("netops recorder log: %w", err)
-		}
-	}
-	return nil
+	return r.appendLog(lines)
 }
 
 func (r *Recorder) loadIPoIB() (*ipoibState, error) {

@@ -86,6 +86,12 @@ func (r *Recorder) update(f func(s *recState) ([]string, error)) error {
 	if err := writeFileAtomic(r.path, b, 0o600, false); err != nil { // a fake needs no fsync
 		return fmt.Errorf("netops recorder: %w", err)
 	}
+	return r.appendLog(lines)
+}
+
+// appendLog appends lines to the recorder's log (one file for every kind
+// of operation recorded).
+func (r *Recorder) appendLog(lines []string) error {
 	lf, err := os.OpenFile(r.LogPath(), os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o600)
 	if err != nil {
 		return fmt.Errorf("netops recorder log: %w", err)
