@@ -165,6 +165,36 @@ func startGPUDriver(t *testing.T, n cluster.Node) map[string]dragpu.GPU {
 	return byName
 }
 
+// devicePCIeRoots maps the device names of the ResourceSlices the field
+// selector picks to their resource.kubernetes.io/pcieRoot.
+func devicePCIeRoots(t *testing.T, fieldSelector string) map[string]string {
+	t.Helper()
+	var sl resourcev1.ResourceSliceList
+	if err := json.Unmarshal([]byte(kubectl(t, "get", "resourceslices", "--field-selector", fieldSelector, "-o", "json")), &sl); err != nil {
+		t.Fatal(err)
+	}
+	roots := map[string]string{}
+	for _, s := range sl.Items {
+		for _, d := range s.Spec.Devices {
+			if a, ok := d.Attributes[dra.AttrPCIeRoot]; ok && a.StringValue != nil {
+				roots[d.Name] = *a.StringValue
+			}
+		}
+	}
+	return roots
+}
+
+// podClaim is the ResourceClaim of the pod's first claim.
+func podClaim(t *testing.T, ns, pod string) resourcev1.ResourceClaim {
+	t.Helper()
+	name := trim(kubectl(t, "-n", ns, "get", "pod", pod, "-o", "jsonpath={.status.resourceClaimStatuses[0].resourceClaimName}"))
+	var c resourcev1.ResourceClaim
+	if err := json.Unmarshal([]byte(kubectl(t, "-n", ns, "get", "resourceclaim", name, "-o", "json")), &c); err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
 // testDRAAligned: the seed's exclusive workload through DRA with its GPU
 // from a DRA driver too, one GPU and one VF per pod under one PCIe root
 // (a claim with matchAttribute resource.kubernetes.io/pcieRoot): the real
@@ -175,18 +205,7 @@ func startGPUDriver(t *testing.T, n cluster.Node) map[string]dragpu.GPU {
 func testDRAAligned(t *testing.T) {
 	const ns = "dra-aligned"
 	gpus := startGPUDriver(t, state.Nodes[0])
-	vfRoots := map[string]string{} // rdmanet device name -> pcieRoot
-	var sl resourcev1.ResourceSliceList
-	if err := json.Unmarshal([]byte(kubectl(t, "get", "resourceslices", "--field-selector", "spec.driver="+dra.DriverName, "-o", "json")), &sl); err != nil {
-		t.Fatal(err)
-	}
-	for _, s := range sl.Items {
-		for _, d := range s.Spec.Devices {
-			if a, ok := d.Attributes[dra.AttrPCIeRoot]; ok && a.StringValue != nil {
-				vfRoots[d.Name] = *a.StringValue
-			}
-		}
-	}
+	vfRoots := devicePCIeRoots(t, "spec.driver="+dra.DriverName)
 	misaligned := 0
 	for _, g := range gpus {
 		if g.PCIeRoot != vfRoots["vf-0000-41-00-2"] {
@@ -219,11 +238,7 @@ spec:
 	}
 	for _, p := range waitRunning(t, ns, "app="+ns, 2, 4*time.Minute) {
 		vf, _ := checkExclusive(t, ns, p.Name, nil)
-		claimName := trim(kubectl(t, "-n", ns, "get", "pod", p.Name, "-o", "jsonpath={.status.resourceClaimStatuses[0].resourceClaimName}"))
-		var c resourcev1.ResourceClaim
-		if err := json.Unmarshal([]byte(kubectl(t, "-n", ns, "get", "resourceclaim", claimName, "-o", "json")), &c); err != nil {
-			t.Fatal(err)
-		}
+		c := podClaim(t, ns, p.Name)
 		var gpu dragpu.GPU
 		var nic string
 		for _, r := range c.Status.Allocation.Devices.Results {

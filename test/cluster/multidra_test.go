@@ -3,12 +3,9 @@
 package cluster_test
 
 import (
-	"encoding/json"
 	"strings"
 	"testing"
 	"time"
-
-	resourcev1 "k8s.io/api/resource/v1"
 
 	"github.com/rdmanet/rdmanet/internal/dra"
 	"github.com/rdmanet/rdmanet/test/cluster"
@@ -58,23 +55,8 @@ spec:
 	vf, _ := checkExclusive(t, ns, p.Name, nil)
 
 	// The allocation: 4 GPUs of that node and the VF net1 is on, one root.
-	claimName := trim(kubectl(t, "-n", ns, "get", "pod", p.Name, "-o", "jsonpath={.status.resourceClaimStatuses[0].resourceClaimName}"))
-	var c resourcev1.ResourceClaim
-	if err := json.Unmarshal([]byte(kubectl(t, "-n", ns, "get", "resourceclaim", claimName, "-o", "json")), &c); err != nil {
-		t.Fatal(err)
-	}
-	var sl resourcev1.ResourceSliceList
-	if err := json.Unmarshal([]byte(kubectl(t, "get", "resourceslices", "--field-selector", "spec.driver="+dra.DriverName+",spec.nodeName="+want, "-o", "json")), &sl); err != nil {
-		t.Fatal(err)
-	}
-	nicRoot := map[string]string{}
-	for _, s := range sl.Items {
-		for _, d := range s.Spec.Devices {
-			if a, ok := d.Attributes[dra.AttrPCIeRoot]; ok && a.StringValue != nil {
-				nicRoot[d.Name] = *a.StringValue
-			}
-		}
-	}
+	c := podClaim(t, ns, p.Name)
+	nicRoot := devicePCIeRoots(t, "spec.driver="+dra.DriverName+",spec.nodeName="+want)
 	var nic string
 	roots := map[string]int{}
 	for _, r := range c.Status.Allocation.Devices.Results {
@@ -95,5 +77,5 @@ spec:
 	if len(roots) != 1 || roots[nicRoot[nic]] != 4 {
 		t.Errorf("claim's GPUs under roots %v, its NIC %s under %s: want all 4 GPUs under the NIC's root", roots, nic, nicRoot[nic])
 	}
-	t.Logf("claim %s on %s: 4 GPUs and VF %s under %s", claimName, want, vf, nicRoot[nic])
+	t.Logf("claim %s on %s: 4 GPUs and VF %s under %s", c.Name, want, vf, nicRoot[nic])
 }
