@@ -323,25 +323,20 @@ func TestQuarantineMissing(t *testing.T) {
 			ctx, cancel := context.WithCancel(context.Background())
 			defer cancel()
 			g.quarantineMissing(ctx)
-			var got []string
-			for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+			queued := func() []string {
 				g.mu.Lock()
-				got = got[:0]
+				defer g.mu.Unlock()
+				var names []string
 				for ref := range g.pending {
-					got = append(got, ref.Name)
+					names = append(names, ref.Name)
 				}
-				g.mu.Unlock()
-				if len(got) >= len(tc.want) || time.Now().After(deadline) {
-					break
-				}
+				return names
 			}
-			time.Sleep(50 * time.Millisecond) // nothing more arrives
-			g.mu.Lock()
-			got = got[:0]
-			for ref := range g.pending {
-				got = append(got, ref.Name)
+			for deadline := time.Now().Add(5 * time.Second); len(queued()) < len(tc.want) && time.Now().Before(deadline); {
+				time.Sleep(10 * time.Millisecond)
 			}
-			g.mu.Unlock()
+			time.Sleep(50 * time.Millisecond) // the quarantine (1 ms) is over: nothing more arrives
+			got := queued()
 			sort.Strings(got)
 			if fmt.Sprint(got) != fmt.Sprint(tc.want) {
 				t.Errorf("queued %v, want %v", got, tc.want)
