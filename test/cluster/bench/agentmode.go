@@ -1,6 +1,7 @@
 package bench
 
-// The agent's RDMA netns mode (a DaemonSet roll) and the node's free capacity per resource, which the rows wait for.
+// The nodes' RDMA netns mode and their free capacity per resource, which
+// the rows wait for.
 
 import (
 	"context"
@@ -12,11 +13,21 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/rdmanet/rdmanet/internal/dra"
-	"github.com/rdmanet/rdmanet/test/cluster"
+	"github.com/rdmanet/rdmanet/internal/netops"
 )
 
-// waitFree waits until the node can take n more pods of row r: for rows
-// with a resource, allocatable minus what the node's pods hold is >= n.
+// PerNode is how many of n pods spread evenly over nodes nodes land on the
+// fullest one.
+func PerNode(n, nodes int) int {
+	if nodes < 1 {
+		return n
+	}
+	return (n + nodes - 1) / nodes
+}
+
+// waitFree waits until every node can take its share of n more pods of
+// row r: for rows with a resource, allocatable minus what the node's pods
+// and claims hold is >= PerNode(n, nodes).
 func (e *env) waitFree(ctx context.Context, r Row, n int) error {
 	res := r.Resource()
 	if r.Mode == ModeDRA {
@@ -25,36 +36,42 @@ func (e *env) waitFree(ctx context.Context, r Row, n int) error {
 	if res == "" {
 		return nil
 	}
+	need := int64(PerNode(n, len(e.st.Nodes)))
 	deadline := time.Now().Add(3 * time.Minute)
-	for {
-		free, alloc, err := e.free(ctx, res)
-		if err == nil && free >= int64(n) {
-			return nil
-		}
-		if time.Now().After(deadline) {
-			if err != nil {
-				return err
+	for _, node := range e.st.Nodes {
+		for {
+			free, alloc, err := e.free(ctx, node.Name, res)
+			if err == nil && free >= need {
+				break
 			}
-			return fmt.Errorf("node %s: %d of %d %s free after 3 minutes, the row needs %d (other pods hold the rest)", cluster.NodeName, free, alloc, res, n)
-		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(time.Second):
+			if time.Now().After(deadline) {
+				if err != nil {
+					return err
+				}
+				return fmt.Errorf("node %s: %d of %d %s free after 3 minutes, the row needs %d there (other pods hold the rest, or the node is not in the mode that serves it)", node.Name, free, alloc, res, need)
+			}
+			select {
+			case <-ctx.Done():
+				return ctx.Err()
+			case <-time.After(time.Second):
+			}
 		}
 	}
+	return nil
 }
 
-func (e *env) free(ctx context.Context, res string) (free, alloc int64, err error) {
-	node, err := e.cs.CoreV1().Nodes().Get(ctx, cluster.NodeName, metav1.GetOptions{})
+// free is node's allocatable res less what its pods (and, for VFs, the
+// claims allocated from its DRA pool) hold.
+func (e *env) free(ctx context.Context, node, res string) (free, alloc int64, err error) {
+	obj, err := e.cs.CoreV1().Nodes().Get(ctx, node, metav1.GetOptions{})
 	if err != nil {
-		return 0, 0, fmt.Errorf("node %s: %w", cluster.NodeName, err)
+		return 0, 0, fmt.Errorf("node %s: %w", node, err)
 	}
-	q := node.Status.Allocatable[corev1.ResourceName(res)]
+	q := obj.Status.Allocatable[corev1.ResourceName(res)]
 	alloc = q.Value()
-	list, err := e.cs.CoreV1().Pods("").List(ctx, metav1.ListOptions{FieldSelector: "spec.nodeName=" + cluster.NodeName})
+	list, err := e.cs.CoreV1().Pods("").List(ctx, metav1.ListOptions{FieldSelector: "spec.nodeName=" + node})
 	if err != nil {
-		return 0, 0, fmt.Errorf("pods on %s: %w", cluster.NodeName, err)
+		return 0, 0, fmt.Errorf("pods on %s: %w", node, err)
 	}
 	var used int64
 	for _, p := range list.Items {
@@ -69,7 +86,7 @@ func (e *env) free(ctx context.Context, res string) (free, alloc int64, err erro
 	}
 	if res == VFResource {
 		// VFs allocated through DRA: every allocated claim of rdmanet's
-		// driver holds them until it is deallocated
+		// driver from this node's pool holds them until it is deallocated.
 		claims, err := e.cs.ResourceV1().ResourceClaims("").List(ctx, metav1.ListOptions{})
 		if err != nil {
 			return 0, 0, fmt.Errorf("resource claims: %w", err)
@@ -79,7 +96,7 @@ func (e *env) free(ctx context.Context, res string) (free, alloc int64, err erro
 				continue
 			}
 			for _, d := range c.Status.Allocation.Devices.Results {
-				if d.Driver == dra.DriverName && strings.HasPrefix(d.Device, "vf-") {
+				if d.Driver == dra.DriverName && d.Pool == node && strings.HasPrefix(d.Device, "vf-") {
 					used++
 				}
 			}
@@ -88,64 +105,31 @@ func (e *env) free(ctx context.Context, res string) (free, alloc int64, err erro
 	return alloc - used, alloc, nil
 }
 
-// setAgentMode makes the rdmanet agent run with --rdma-netns-mode=mode (a
-// DaemonSet roll, as testShared does; on a real node the kernel reports the
-// mode) and waits until the node advertises the mode's pool. The original
-// mode is restored at cleanup.
-func (e *env) setAgentMode(ctx context.Context, mode string) error {
-	idx, cur, err := e.agentModeArg(ctx)
-	if err != nil {
-		return err
-	}
-	want := "--rdma-netns-mode=" + mode
-	if cur != want {
-		e.logf("rolling rdmanet-node with %s (was %s)", want, cur)
-		if err := e.patchAgentArg(ctx, idx, want); err != nil {
-			return err
+// setNodesMode puts every node's simulated kernel in RDMA netns mode mode
+// (what `rdma system set netns <mode>` does on a real node; the agent reads
+// it each cycle and serves the mode's pool) and waits until every node
+// advertises that pool. Each node's own mode is restored at cleanup.
+func (e *env) setNodesMode(ctx context.Context, mode string) error {
+	for _, n := range e.st.Nodes {
+		rec := netops.NewRecorder(e.l.NodeRecordStateFile(n))
+		cur, err := rec.NetnsMode()
+		if err != nil {
+			return fmt.Errorf("node %s: simulated RDMA netns mode: %w", n.Name, err)
 		}
-		e.onCleanup(func(ctx context.Context) error {
-			i, now, err := e.agentModeArg(ctx)
-			if err != nil {
-				return err
-			}
-			if now == cur {
-				return nil
-			}
-			e.logf("rolling rdmanet-node back to %s", cur)
-			return e.patchAgentArg(ctx, i, cur)
-		})
-	}
-	return e.waitFree(ctx, Row{Mode: mode}, 1)
-}
-
-const agentContainer = "rdmanet-agent"
-
-// agentModeArg finds the agent container's --rdma-netns-mode argument: its
-// path in the DaemonSet and its value.
-func (e *env) agentModeArg(ctx context.Context) (path, value string, err error) {
-	ds, err := e.cs.AppsV1().DaemonSets("rdmanet-system").Get(ctx, "rdmanet-node", metav1.GetOptions{})
-	if err != nil {
-		return "", "", fmt.Errorf("daemonset rdmanet-system/rdmanet-node: %w", err)
-	}
-	for ci, c := range ds.Spec.Template.Spec.Containers {
-		if c.Name != agentContainer {
+		if cur == mode {
 			continue
 		}
-		for ai, a := range c.Args {
-			if strings.HasPrefix(a, "--rdma-netns-mode=") {
-				return fmt.Sprintf("/spec/template/spec/containers/%d/args/%d", ci, ai), a, nil
-			}
+		e.logf("node %s: RDMA netns mode %s (was %s)", n.Name, mode, cur)
+		if err := rec.SetNetnsMode(mode); err != nil {
+			return fmt.Errorf("node %s: set simulated RDMA netns mode %s: %w", n.Name, mode, err)
 		}
-		return "", "", fmt.Errorf("daemonset rdmanet-node: container %s has no --rdma-netns-mode argument (args %v)", agentContainer, c.Args)
+		e.onCleanup(func(context.Context) error {
+			e.logf("node %s: RDMA netns mode back to %s", n.Name, cur)
+			if err := rec.SetNetnsMode(cur); err != nil {
+				return fmt.Errorf("node %s: restore simulated RDMA netns mode %s: %w", n.Name, cur, err)
+			}
+			return nil
+		})
 	}
-	return "", "", fmt.Errorf("daemonset rdmanet-node has no container %s", agentContainer)
-}
-
-func (e *env) patchAgentArg(ctx context.Context, path, value string) error {
-	patch := fmt.Sprintf(`[{"op": "replace", "path": %q, "value": %q}]`, path, value)
-	if _, err := e.k.Output(ctx, "-n", "rdmanet-system", "patch", "daemonset", "rdmanet-node", "--type=json", "-p", patch); err != nil {
-		return err
-	}
-	_, err := e.k.Output(ctx, "-n", "rdmanet-system", "rollout", "status", "daemonset/rdmanet-node", "--timeout=300s")
-	return err
+	return e.waitFree(ctx, Row{Mode: mode}, len(e.st.Nodes))
 }

@@ -1,7 +1,7 @@
-// Package bench measures pod start on the real single-node cluster of
-// test/cluster (issue 12, "Measured"; `make bench-cluster`): the time from a
+// Package bench measures pod start on the real cluster of test/cluster
+// (issues 12 and 26, "Measured"; `make bench-cluster`): the time from a
 // pod's creation to the pod Running with its net1, for batches of pods
-// created at once, per stack:
+// created at once and spread evenly over the cluster's nodes, per stack:
 //
 //	stack=rdmanet             mode=exclusive  a VF per pod through the seed's NAD (sriov + rdma + IPAM)
 //	stack=rdmanet             mode=dra        the same, the VF allocated through rdmanet's DRA driver
@@ -9,20 +9,22 @@
 //	stack=plain               mode=none       the cluster network only (the baseline)
 //	stack=rdmanet             mode=shared     macvlan over the shared HCA's PF + rdmanet-ipam
 //	stack=multus+whereabouts  mode=shared     the same pods, with the real Multus v4.2.3 thin plugin,
-//	                                          upstream macvlan and Whereabouts v0.9.2 as the node's CNI
+//	                                          upstream macvlan and Whereabouts v0.9.2 as every node's CNI
 //
-// This file holds the pure parts (rows, manifests, configs, percentiles,
-// report lines), unit-tested without a cluster; run.go drives the cluster.
+// Batch k of every row is run k; each stack's added time in a run is its
+// batch's p50 less the plain batch's started beside it (same phase, same
+// k), and the goal is judged run by run (report.go).
+//
+// This file holds the pure parts (rows, manifests, configs), report.go the
+// percentiles and report lines, both unit-tested without a cluster; run.go,
+// agentmode.go and multus.go drive the cluster.
 package bench
 
 import (
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
-	"math"
-	"slices"
 	"strings"
-	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -116,6 +118,10 @@ type PodOptions struct {
 	Namespace string
 	Image     string // the test image, imported into containerd (never pulled)
 	Batch     string // label value shared by one batch's pods
+	// Spread: the batch's pods spread evenly over the nodes (a topology
+	// spread constraint on the node name, max skew 1), so a batch of 48
+	// over three nodes is 16 per node whatever the scheduler's scoring.
+	Spread bool
 }
 
 // Pod is pod i of a batch of row r: the test image sleeping, net1 through
@@ -162,6 +168,14 @@ func Pod(r Row, o PodOptions, i int) *corev1.Pod {
 		c.Resources.Claims = []corev1.ResourceClaim{{Name: "vf"}}
 	}
 	p.Spec.Containers = []corev1.Container{c}
+	if o.Spread {
+		p.Spec.TopologySpreadConstraints = []corev1.TopologySpreadConstraint{{
+			MaxSkew:           1,
+			TopologyKey:       corev1.LabelHostname,
+			WhenUnsatisfiable: corev1.DoNotSchedule,
+			LabelSelector:     &metav1.LabelSelector{MatchLabels: map[string]string{LabelRow: r.Key(), LabelBatch: o.Batch}},
+		}}
+	}
 	return p
 }
 
@@ -345,106 +359,4 @@ contexts:
   context: {cluster: local, user: bench}
 current-context: bench
 `, server, e(ca), e(cert), e(key)))
-}
-
-// Percentile is the nearest-rank percentile (p in (0, 100]) of d: the
-// smallest sample with at least p% of the samples at or below it. For 16
-// samples p50 is the 8th, p99 the 16th (the largest). 0 for no samples.
-func Percentile(d []time.Duration, p float64) time.Duration {
-	if len(d) == 0 {
-		return 0
-	}
-	s := slices.Clone(d)
-	slices.Sort(s)
-	rank := int(math.Ceil(p / 100 * float64(len(s))))
-	rank = min(max(rank, 1), len(s))
-	return s[rank-1]
-}
-
-// Result is one row's measurements (all batches of the run).
-type Result struct {
-	Row     Row
-	Samples []time.Duration // per pod: creation -> Running with net1
-	Walls   []time.Duration // per batch: first create -> last pod ready
-}
-
-// Wall is the mean batch wall time.
-func (r Result) Wall() time.Duration {
-	if len(r.Walls) == 0 {
-		return 0
-	}
-	var t time.Duration
-	for _, w := range r.Walls {
-		t += w
-	}
-	return t / time.Duration(len(r.Walls))
-}
-
-func secs(d time.Duration) string { return fmt.Sprintf("%.2fs", d.Seconds()) }
-
-// Line is the row's summary line. pods is per batch; batches > 1 adds the
-// count (percentiles are then over all batches' pods, wall the mean).
-func (r Result) Line(pods int) string {
-	s := fmt.Sprintf("cluster-bench: stack=%s mode=%s pods=%d p50=%s p99=%s wall=%s",
-		r.Row.Stack, r.Row.Mode, pods, secs(Percentile(r.Samples, 50)), secs(Percentile(r.Samples, 99)), secs(r.Wall()))
-	if len(r.Walls) > 1 {
-		s += fmt.Sprintf(" batches=%d", len(r.Walls))
-	}
-	return s
-}
-
-// Goal: rdmanet's added pod-start time under a third of Multus + Whereabouts'.
-const GoalRatio = 1.0 / 3
-
-// Verdict is the final line: each stack's added time (its p50 minus the
-// plain pods' p50) and the ratio of rdmanet's shared-mode added time to
-// Multus + Whereabouts' on the same pods. Rows that did not run are left
-// out; the ratio needs both shared rows and a positive Multus added time.
-func Verdict(results []Result) string {
-	p50 := map[Row]time.Duration{}
-	for _, r := range results {
-		if len(r.Samples) > 0 {
-			p50[r.Row] = Percentile(r.Samples, 50)
-		}
-	}
-	base, ok := p50[RowPlain]
-	if !ok {
-		return "cluster-bench: added time: no plain row to compare with"
-	}
-	added := func(r Row) (time.Duration, bool) {
-		v, ok := p50[r]
-		return v - base, ok
-	}
-	sign := func(d time.Duration) string {
-		if d >= 0 {
-			return "+" + secs(d)
-		}
-		return "-" + secs(-d)
-	}
-	parts := []string{"cluster-bench: added p50 over plain (" + secs(base) + "):"}
-	if d, ok := added(RowShared); ok {
-		parts = append(parts, "rdmanet shared="+sign(d))
-	}
-	if d, ok := added(RowExclusive); ok {
-		parts = append(parts, "rdmanet exclusive="+sign(d))
-	}
-	m, mok := added(RowMultus)
-	if mok {
-		parts = append(parts, "multus+whereabouts shared="+sign(m))
-	}
-	r, rok := added(RowShared)
-	switch {
-	case !rok || !mok:
-		parts = append(parts, "ratio=n/a (both shared rows needed)")
-	case m <= 0:
-		parts = append(parts, "ratio=n/a (multus+whereabouts added no time)")
-	default:
-		ratio := float64(max(r, 0)) / float64(m)
-		verdict := "met"
-		if ratio >= GoalRatio {
-			verdict = "missed"
-		}
-		parts = append(parts, fmt.Sprintf("ratio=%.2f (goal < %.2f: %s)", ratio, GoalRatio, verdict))
-	}
-	return strings.Join(parts, " ")
 }

@@ -339,40 +339,128 @@ func TestCRDName(t *testing.T) {
 	}
 }
 
-func TestLineAndVerdict(t *testing.T) {
-	s := func(secs ...float64) []time.Duration {
-		out := make([]time.Duration, len(secs))
-		for i, x := range secs {
-			out[i] = time.Duration(x * float64(time.Second))
-		}
-		return out
+func TestPodSpread(t *testing.T) {
+	tests := []struct {
+		name   string
+		spread bool
+	}{
+		{name: "one node: no constraint", spread: false},
+		{name: "several nodes: max skew 1 over node names, hard", spread: true},
 	}
-	plain := Result{Row: RowPlain, Samples: s(2, 2, 2, 3), Walls: s(3)}
-	excl := Result{Row: RowExclusive, Samples: s(2.5, 2.5, 2.5, 4), Walls: s(4)}
-	shared := Result{Row: RowShared, Samples: s(2.2, 2.2, 2.2, 3), Walls: s(3, 3.2)}
-	multus := Result{Row: RowMultus, Samples: s(4, 4, 4, 6), Walls: s(6)}
-	slowShared := Result{Row: RowShared, Samples: s(3.5, 3.5, 3.5, 3.5), Walls: s(4)}
-	fastMultus := Result{Row: RowMultus, Samples: s(1.9, 1.9, 1.9, 1.9), Walls: s(2)}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			p := Pod(RowShared, PodOptions{Namespace: "ns", Image: "i", Batch: "p2b0", Spread: tt.spread}, 0)
+			c := p.Spec.TopologySpreadConstraints
+			if !tt.spread {
+				if len(c) != 0 {
+					t.Fatalf("constraints %+v, want none", c)
+				}
+				return
+			}
+			if len(c) != 1 || c[0].MaxSkew != 1 || c[0].TopologyKey != corev1.LabelHostname || c[0].WhenUnsatisfiable != corev1.DoNotSchedule {
+				t.Fatalf("constraints %+v, want one hard max-skew-1 spread over %s", c, corev1.LabelHostname)
+			}
+			// The constraint counts exactly the batch's pods of the row.
+			sel := c[0].LabelSelector.MatchLabels
+			if len(sel) != 2 || sel[LabelRow] != p.Labels[LabelRow] || sel[LabelBatch] != "p2b0" {
+				t.Errorf("selector %v, want the pod's row and batch labels", sel)
+			}
+		})
+	}
+}
 
-	if got, want := excl.Line(16), "cluster-bench: stack=rdmanet mode=exclusive pods=16 p50=2.50s p99=4.00s wall=4.00s"; got != want {
+func TestPerNode(t *testing.T) {
+	tests := []struct {
+		name             string
+		pods, nodes, want int
+	}{
+		{name: "48 over 3", pods: 48, nodes: 3, want: 16},
+		{name: "uneven rounds up", pods: 49, nodes: 3, want: 17},
+		{name: "one node takes all", pods: 16, nodes: 1, want: 16},
+		{name: "fewer pods than nodes", pods: 2, nodes: 3, want: 1},
+		{name: "no nodes", pods: 5, nodes: 0, want: 5},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := PerNode(tt.pods, tt.nodes); got != tt.want {
+				t.Errorf("PerNode(%d, %d) = %d, want %d", tt.pods, tt.nodes, got, tt.want)
+			}
+		})
+	}
+}
+
+// secsOf is a batch's samples from seconds.
+func secsOf(v ...float64) []time.Duration {
+	out := make([]time.Duration, len(v))
+	for i, x := range v {
+		out[i] = time.Duration(x * float64(time.Second))
+	}
+	return out
+}
+
+// batchesAt makes one batch per p50 (each of three equal samples) in phase.
+func batchesAt(phase int, p50s ...float64) []Batch {
+	out := make([]Batch, len(p50s))
+	for i, x := range p50s {
+		out[i] = Batch{Phase: phase, Samples: secsOf(x, x, x), Wall: secsOf(x + 1)[0]}
+	}
+	return out
+}
+
+func TestLine(t *testing.T) {
+	one := Result{Row: RowExclusive, Batches: []Batch{{Phase: PhaseExclusive, Samples: secsOf(2.5, 2.5, 2.5, 4), Wall: 4 * time.Second}}}
+	if got, want := one.Line(1, 16), "cluster-bench: stack=rdmanet mode=exclusive nodes=1 pods=16 p50=2.50s p99=4.00s wall=4.00s"; got != want {
 		t.Errorf("line\n got %s\nwant %s", got, want)
 	}
-	if got, want := shared.Line(16), "cluster-bench: stack=rdmanet mode=shared pods=16 p50=2.20s p99=3.00s wall=3.10s batches=2"; got != want {
+	five := Result{Row: RowShared, Batches: batchesAt(PhaseShared, 2.2, 2.0, 3.1, 2.4, 2.3)}
+	if got, want := five.Line(3, 48), "cluster-bench: stack=rdmanet mode=shared nodes=3 pods=48 p50=2.30s p99=3.10s wall=3.40s batches=5 batch_p50=2.30s (2.00s..3.10s)"; got != want {
 		t.Errorf("line\n got %s\nwant %s", got, want)
 	}
+}
+
+func TestRunsAndVerdict(t *testing.T) {
+	// The plain row runs in both phases: its phase-1 batches are the
+	// exclusive row's baseline, its phase-2 batches the shared rows'.
+	plain := Result{Row: RowPlain, Batches: append(batchesAt(PhaseExclusive, 2, 2, 2), batchesAt(PhaseShared, 3, 3, 3)...)}
+	excl := Result{Row: RowExclusive, Batches: batchesAt(PhaseExclusive, 2.5, 2.6, 2.4)}
+	shared := Result{Row: RowShared, Batches: batchesAt(PhaseShared, 3.2, 3.1, 3.3)}
+	multus := Result{Row: RowMultus, Batches: batchesAt(PhaseShared, 5, 6, 4)}
+	// Run 3 misses: 0.9 s added against Multus' 1 s.
+	sharedMiss := Result{Row: RowShared, Batches: batchesAt(PhaseShared, 3.2, 3.1, 3.9)}
+	fastMultus := Result{Row: RowMultus, Batches: batchesAt(PhaseShared, 2.9, 2.9, 2.9)}
+
+	t.Run("runs pair batch k with the plain batch k of its phase", func(t *testing.T) {
+		runs := Runs([]Result{plain, excl, shared, multus})
+		want := []string{
+			"cluster-bench: run=1 added p50 over plain: rdmanet exclusive=+0.50s rdmanet shared=+0.20s multus+whereabouts shared=+2.00s ratio=0.10",
+			"cluster-bench: run=2 added p50 over plain: rdmanet exclusive=+0.60s rdmanet shared=+0.10s multus+whereabouts shared=+3.00s ratio=0.03",
+			"cluster-bench: run=3 added p50 over plain: rdmanet exclusive=+0.40s rdmanet shared=+0.30s multus+whereabouts shared=+1.00s ratio=0.30",
+		}
+		if len(runs) != len(want) {
+			t.Fatalf("%d runs, want %d", len(runs), len(want))
+		}
+		for i, r := range runs {
+			if got := r.Line(); got != want[i] {
+				t.Errorf("run %d\n got %s\nwant %s", i+1, got, want[i])
+			}
+			if !r.Met() {
+				t.Errorf("run %d: goal not met at ratio %.2f", i+1, r.Ratio)
+			}
+		}
+	})
 	tests := []struct {
 		name    string
 		results []Result
 		want    string
 	}{
-		{name: "goal met", results: []Result{plain, excl, shared, multus},
-			want: "cluster-bench: added p50 over plain (2.00s): rdmanet shared=+0.20s rdmanet exclusive=+0.50s multus+whereabouts shared=+2.00s ratio=0.10 (goal < 0.33: met)"},
-		{name: "goal missed", results: []Result{plain, slowShared, multus},
-			want: "cluster-bench: added p50 over plain (2.00s): rdmanet shared=+1.50s multus+whereabouts shared=+2.00s ratio=0.75 (goal < 0.33: missed)"},
-		{name: "multus added nothing", results: []Result{plain, shared, fastMultus},
-			want: "cluster-bench: added p50 over plain (2.00s): rdmanet shared=+0.20s multus+whereabouts shared=-0.10s ratio=n/a (multus+whereabouts added no time)"},
+		{name: "met in every run", results: []Result{plain, excl, shared, multus},
+			want: "cluster-bench: over 3 runs, added p50 over plain, median (range): rdmanet exclusive=+0.50s (+0.40s..+0.60s) rdmanet shared=+0.20s (+0.10s..+0.30s) multus+whereabouts shared=+2.00s (+1.00s..+3.00s) ratio=0.10 (0.03..0.30) goal < 0.33: met in all 3 runs"},
+		{name: "one run missing misses the goal though the median meets it", results: []Result{plain, sharedMiss, multus},
+			want: "cluster-bench: over 3 runs, added p50 over plain, median (range): rdmanet shared=+0.20s (+0.10s..+0.90s) multus+whereabouts shared=+2.00s (+1.00s..+3.00s) ratio=0.10 (0.03..0.90) goal < 0.33: missed in run 3 (2 of 3 met)"},
+		{name: "multus added nothing: no ratio", results: []Result{plain, shared, fastMultus},
+			want: "cluster-bench: over 3 runs, added p50 over plain, median (range): rdmanet shared=+0.20s (+0.10s..+0.30s) multus+whereabouts shared=-0.10s (-0.10s..-0.10s) ratio=n/a (multus+whereabouts added no time)"},
 		{name: "no multus row", results: []Result{plain, excl},
-			want: "cluster-bench: added p50 over plain (2.00s): rdmanet exclusive=+0.50s ratio=n/a (both shared rows needed)"},
+			want: "cluster-bench: over 3 runs, added p50 over plain, median (range): rdmanet exclusive=+0.50s (+0.40s..+0.60s) ratio=n/a (both shared rows needed)"},
 		{name: "no plain row", results: []Result{excl, multus},
 			want: "cluster-bench: added time: no plain row to compare with"},
 	}

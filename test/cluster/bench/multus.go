@@ -177,7 +177,7 @@ func (e *env) whereaboutsAPI(ctx context.Context) error {
 	return nil
 }
 
-// useMultus makes the real Multus v4.2.3 thin plugin the node's CNI with
+// useMultus makes the real Multus v4.2.3 thin plugin every node's CNI with
 // upstream macvlan and Whereabouts v0.9.2 (instead of rdmanet and
 // rdmanet-ipam, which the rdmanet installer also put in as "whereabouts"):
 //
@@ -185,11 +185,11 @@ func (e *env) whereaboutsAPI(ctx context.Context) error {
 //   - /etc/cni/net.d/multus.d/multus.kubeconfig, whereabouts.d/{whereabouts.conf,whereabouts.kubeconfig}
 //     (the admin identity, certificates embedded);
 //   - /etc/cni/net.d/00-multus.conflist (what Multus' thin entrypoint makes
-//     of the bridge network's config, see MultusConf); 00-rdmanet.conf moved aside.
+//     of the node's bridge network config, see MultusConf); 00-rdmanet.conf moved aside.
 //
 // The returned function (also registered for cleanup; a second call is a
-// no-op) puts the node's files back as they were. Pods started under Multus
-// must be gone before it runs (their DEL goes through Multus).
+// no-op) puts the nodes' files back as they were. Pods started under
+// Multus must be gone before it runs (their DEL goes through Multus).
 func (e *env) useMultus(ctx context.Context) (func(context.Context) error, error) {
 	multus := e.tool(e.cfg.MultusBin, "multus")
 	wb := e.tool(e.cfg.WhereaboutsBin, "whereabouts")
@@ -223,10 +223,6 @@ func (e *env) useMultus(ctx context.Context) (func(context.Context) error, error
 		return nil, errors.Join(err, restore(ctx))
 	}
 
-	// Host paths of the node's private mounts.
-	bin := filepath.Join(e.l.Dir, "node/opt/cni/bin")
-	conf := filepath.Join(e.l.Dir, "node/etc/cni/net.d")
-	cniState := filepath.Join(e.l.Dir, "node", MultusCNIDir)
 	mb, err := os.ReadFile(multus)
 	if err != nil {
 		return fail(fmt.Errorf("read %s: %w", multus, err))
@@ -235,43 +231,52 @@ func (e *env) useMultus(ctx context.Context) (func(context.Context) error, error
 	if err != nil {
 		return fail(fmt.Errorf("read %s: %w", wb, err))
 	}
-	master, err := MasterConfig(conf, cluster.ClusterNetwork)
-	if err != nil {
-		return fail(err)
-	}
-	mname, mconf, err := MultusConf(master)
-	if err != nil {
-		return fail(err)
-	}
 	wconf, err := WhereaboutsConf()
 	if err != nil {
 		return fail(err)
 	}
-	steps := []func() error{
-		func() error { return u.mkdir(cniState, 0o755) }, // removed at undo: Multus' per-sandbox cache
-		func() error { return u.place(filepath.Join(bin, "multus"), mb, 0o755) },
-		func() error { return u.place(filepath.Join(bin, "whereabouts"), wbb, 0o755) },
-		func() error { return u.mkdir(filepath.Join(conf, "multus.d"), 0o700) },
-		func() error {
-			return u.place(filepath.Join(conf, strings.TrimPrefix(MultusKubeconfig, "/etc/cni/net.d/")), kubeconfig, 0o600)
-		},
-		func() error { return u.mkdir(filepath.Join(conf, "whereabouts.d"), 0o700) },
-		func() error {
-			return u.place(filepath.Join(conf, strings.TrimPrefix(WhereaboutsKubeconfig, "/etc/cni/net.d/")), kubeconfig, 0o600)
-		},
-		func() error { return u.place(filepath.Join(conf, WhereaboutsFlatConf), wconf, 0o644) },
-		func() error { return u.place(filepath.Join(conf, mname), mconf, 0o644) },
-		func() error { return u.moveAside(filepath.Join(conf, RdmanetConfFile)) },
-	}
-	for _, s := range steps {
-		if err := s(); err != nil {
-			return fail(err)
+	caches := map[string]string{}
+	var mname string
+	for _, n := range e.st.Nodes {
+		// Host paths of the node's private mounts.
+		bin := e.l.NodeDir(n, "opt/cni/bin")
+		conf := e.l.NodeDir(n, "etc/cni/net.d")
+		cniState := e.l.NodeDir(n, MultusCNIDir)
+		master, err := MasterConfig(conf, cluster.ClusterNetwork)
+		if err != nil {
+			return fail(fmt.Errorf("node %s: %w", n.Name, err))
 		}
+		name, mconf, err := MultusConf(master)
+		if err != nil {
+			return fail(fmt.Errorf("node %s: %w", n.Name, err))
+		}
+		steps := []func() error{
+			func() error { return u.mkdir(cniState, 0o755) }, // removed at undo: Multus' per-sandbox cache
+			func() error { return u.place(filepath.Join(bin, "multus"), mb, 0o755) },
+			func() error { return u.place(filepath.Join(bin, "whereabouts"), wbb, 0o755) },
+			func() error { return u.mkdir(filepath.Join(conf, "multus.d"), 0o700) },
+			func() error {
+				return u.place(filepath.Join(conf, strings.TrimPrefix(MultusKubeconfig, "/etc/cni/net.d/")), kubeconfig, 0o600)
+			},
+			func() error { return u.mkdir(filepath.Join(conf, "whereabouts.d"), 0o700) },
+			func() error {
+				return u.place(filepath.Join(conf, strings.TrimPrefix(WhereaboutsKubeconfig, "/etc/cni/net.d/")), kubeconfig, 0o600)
+			},
+			func() error { return u.place(filepath.Join(conf, WhereaboutsFlatConf), wconf, 0o644) },
+			func() error { return u.place(filepath.Join(conf, name), mconf, 0o644) },
+			func() error { return u.moveAside(filepath.Join(conf, RdmanetConfFile)) },
+		}
+		for _, s := range steps {
+			if err := s(); err != nil {
+				return fail(fmt.Errorf("node %s: %w", n.Name, err))
+			}
+		}
+		caches[n.Name], mname = cniState, name
 	}
 	// The runtime reloads its CNI config on the change; each Multus batch
-	// then proves Multus served it (its cache dir has entries).
+	// then proves Multus served it on every node (its cache dirs have entries).
 	time.Sleep(2 * time.Second)
-	e.multusCache, e.multusConf = cniState, mname
+	e.multusCaches, e.multusConf = caches, mname
 	return restore, nil
 }
 

@@ -80,8 +80,10 @@ type env struct {
 	undo   []func(context.Context) error // LIFO; run by cleanup
 	undoMu sync.Mutex
 
-	multusCache string // host path of Multus' cniDir while Multus is installed
-	multusConf  string // its config file's name in the conf dir
+	// While Multus is installed: each node's host path of Multus' cniDir,
+	// and its config file's name in the conf dirs.
+	multusCaches map[string]string
+	multusConf   string
 }
 
 func (e *env) logf(format string, a ...any) {
@@ -112,7 +114,14 @@ func (e *env) cleanup() error {
 // Run measures the configured rows on the running cluster and returns one
 // Result per row that ran. Everything it creates or changes is undone
 // before it returns, also on error or cancellation.
-func Run(ctx context.Context, cfg Config) (results []Result, err error) {
+func Run(ctx context.Context, cfg Config) (rep Report, err error) {
+	rep.Pods = cfg.Pods
+	rep.Results, err = run(ctx, cfg, &rep.Nodes)
+	return rep, err
+}
+
+// run is Run; it sets *nodes to the cluster's node count once known.
+func run(ctx context.Context, cfg Config, nodes *int) (results []Result, err error) {
 	if os.Geteuid() != 0 {
 		return nil, errors.New("bench-cluster needs root: it reads the cluster's PKI and changes the node's CNI directories; fix: sudo make bench-cluster")
 	}
@@ -129,12 +138,16 @@ func Run(ctx context.Context, cfg Config) (results []Result, err error) {
 	if e.st, err = cluster.ReadState(e.l.Dir); err != nil {
 		return nil, err
 	}
+	if len(e.st.Nodes) == 0 {
+		return nil, fmt.Errorf("cluster state in %s lists no nodes (nodes.json)", e.l.Dir)
+	}
+	*nodes = len(e.st.Nodes)
 	e.k = e.l.Kubectl(e.st)
 	rc, err := clientcmd.BuildConfigFromFlags("", e.st.Kubeconfig)
 	if err != nil {
 		return nil, fmt.Errorf("kubeconfig %s: %w", e.st.Kubeconfig, err)
 	}
-	rc.QPS, rc.Burst = 200, 400 // 16 creates at once must not queue in the client
+	rc.QPS, rc.Burst = 200, 400 // a batch's creates at once must not queue in the client
 	if e.cs, err = kubernetes.NewForConfig(rc); err != nil {
 		return nil, fmt.Errorf("client: %w", err)
 	}
@@ -173,17 +186,17 @@ func Run(ctx context.Context, cfg Config) (results []Result, err error) {
 			results = collect()
 		}
 	}()
-	record := func(r Row, samples []time.Duration, wall time.Duration) {
+	record := func(r Row, b Batch) {
 		if res[r] == nil {
 			res[r] = &Result{Row: r}
 		}
-		res[r].Samples = append(res[r].Samples, samples...)
-		res[r].Walls = append(res[r].Walls, wall)
+		res[r].Batches = append(res[r].Batches, b)
 	}
-	// A phase warms each of its stages up (one uncounted pod), then runs
-	// batch b of every stage before batch b+1 of any, so drift in the
-	// node's load spreads over all rows alike.
-	runPhase := func(stages []stage) error {
+	e.logf("%d nodes: %s; %d pods per batch, spread evenly over them", len(e.st.Nodes), nodeNames(e.st.Nodes), cfg.Pods)
+	// A phase warms each of its stages up (one uncounted pod per node),
+	// then runs batch b of every stage before batch b+1 of any (run b), so
+	// drift in the machine's load spreads over all rows alike.
+	runPhase := func(phase int, stages []stage) error {
 		var live []stage
 		for _, st := range stages {
 			if want[st.row] {
@@ -192,7 +205,7 @@ func Run(ctx context.Context, cfg Config) (results []Result, err error) {
 		}
 		for b := -1; b < cfg.Batches; b++ {
 			for _, st := range live {
-				if err := e.runStage(ctx, st, b, cfg.Pods, record); err != nil {
+				if err := e.runStage(ctx, st, phase, b, cfg.Pods, record); err != nil {
 					return err
 				}
 			}
@@ -200,10 +213,10 @@ func Run(ctx context.Context, cfg Config) (results []Result, err error) {
 		return nil
 	}
 
-	// Phase 1: the agent in exclusive RDMA netns mode.
+	// Phase 1: every node's kernel in the exclusive RDMA netns mode.
 	if want[RowExclusive] || want[RowDRA] || (want[RowPlain] && !want[RowShared] && !want[RowMultus]) {
 		if want[RowExclusive] || want[RowDRA] {
-			if err := e.setAgentMode(ctx, ModeExclusive); err != nil {
+			if err := e.setNodesMode(ctx, ModeExclusive); err != nil {
 				return nil, err
 			}
 			if err := e.applyExclusiveNAD(ctx); err != nil {
@@ -215,15 +228,16 @@ func Run(ctx context.Context, cfg Config) (results []Result, err error) {
 				return nil, err
 			}
 		}
-		if err := runPhase([]stage{{row: RowPlain}, {row: RowExclusive}, {row: RowDRA}}); err != nil {
+		if err := runPhase(PhaseExclusive, []stage{{row: RowPlain}, {row: RowExclusive}, {row: RowDRA}}); err != nil {
 			return nil, err
 		}
 	}
-	// Phase 2: shared mode; per batch plain pods, rdmanet, then the same
-	// pods with Multus + Whereabouts as the node's CNI (swapped in for the
-	// batch and out again, so the other rows always run on rdmanet).
+	// Phase 2: every node in the shared mode; per batch plain pods,
+	// rdmanet, then the same pods with Multus + Whereabouts as every
+	// node's CNI (swapped in for the batch and out again, so the other rows
+	// always run on rdmanet).
 	if want[RowShared] || want[RowMultus] {
-		if err := e.setAgentMode(ctx, ModeShared); err != nil {
+		if err := e.setNodesMode(ctx, ModeShared); err != nil {
 			return nil, err
 		}
 		if want[RowMultus] {
@@ -244,7 +258,7 @@ func Run(ctx context.Context, cfg Config) (results []Result, err error) {
 			}
 			return restore, nil
 		}
-		if err := runPhase([]stage{{row: RowPlain}, {row: RowShared, enter: shared}, {row: RowMultus, enter: multus}}); err != nil {
+		if err := runPhase(PhaseShared, []stage{{row: RowPlain}, {row: RowShared, enter: shared}, {row: RowMultus, enter: multus}}); err != nil {
 			return nil, err
 		}
 	}
@@ -261,7 +275,7 @@ type stage struct {
 
 // runStage runs batch b of a stage (b < 0: its warm-up pod) after letting
 // the node settle from the previous batch, and records the samples.
-func (e *env) runStage(ctx context.Context, st stage, b, pods int, record func(Row, []time.Duration, time.Duration)) (err error) {
+func (e *env) runStage(ctx context.Context, st stage, phase, b, pods int, record func(Row, Batch)) (err error) {
 	if st.enter != nil {
 		leave, err := st.enter(ctx)
 		if err != nil {
@@ -283,11 +297,11 @@ func (e *env) runStage(ctx context.Context, st stage, b, pods int, record func(R
 	if b < 0 {
 		return e.warmUp(ctx, st.row)
 	}
-	s, w, err := e.batch(ctx, st.row, fmt.Sprintf("b%d", b), pods)
+	s, w, err := e.batch(ctx, st.row, fmt.Sprintf("p%db%d", phase, b), pods)
 	if err != nil {
 		return err
 	}
-	record(st.row, s, w)
+	record(st.row, Batch{Phase: phase, Samples: s, Wall: w})
 	return nil
 }
 
@@ -346,15 +360,15 @@ func (e *env) applySharedNAD(ctx context.Context, ipam string) error {
 	return e.k.Apply(ctx, m)
 }
 
-// warmUp starts and deletes one pod of the row, uncounted: first-use costs
-// (page cache of a just-installed plugin, Whereabouts creating its pool,
-// informer caches) are not what the rows compare.
+// warmUp starts and deletes one pod of the row on every node, uncounted:
+// first-use costs (page cache of a just-installed plugin, Whereabouts
+// creating its pool, informer caches) are not what the rows compare.
 func (e *env) warmUp(ctx context.Context, r Row) error {
-	s, _, err := e.batch(ctx, r, "warm", 1)
+	s, _, err := e.batch(ctx, r, "warm", len(e.st.Nodes))
 	if err != nil {
-		return fmt.Errorf("warm-up pod: %w", err)
+		return fmt.Errorf("warm-up pods: %w", err)
 	}
-	e.logf("warm-up stack=%s mode=%s: 1 pod in %s", r.Stack, r.Mode, secs(s[0]))
+	e.logf("warm-up stack=%s mode=%s: %d pods (one per node), p50 %s", r.Stack, r.Mode, len(s), secs(Percentile(s, 50)))
 	return nil
 }
 
@@ -397,7 +411,7 @@ func (e *env) batch(ctx context.Context, r Row, id string, n int) (samples []tim
 
 	objs := make([]*corev1.Pod, n)
 	for i := range objs {
-		objs[i] = Pod(r, PodOptions{Namespace: e.cfg.Namespace, Image: cluster.TestboxImage, Batch: id}, i)
+		objs[i] = Pod(r, PodOptions{Namespace: e.cfg.Namespace, Image: cluster.TestboxImage, Batch: id, Spread: len(e.st.Nodes) > 1}, i)
 	}
 	created := make([]time.Time, n)
 	errs := make([]error, n)
@@ -460,11 +474,15 @@ func (e *env) batch(ctx context.Context, r Row, id string, n int) (samples []tim
 			last = t
 		}
 	}
-	if err := e.checkNet1(ctx, r, objs); err != nil {
+	if err := e.checkNet1(ctx, r, sel); err != nil {
 		return nil, 0, fmt.Errorf("batch %s: %w", batchID, err)
 	}
-	if r == RowMultus && !multusServed(e.multusCache) {
-		return nil, 0, fmt.Errorf("batch %s: Multus' cache dir %s is empty with the pods Running: the runtime did not call Multus (is %s still first in the conf dir?)", batchID, e.multusCache, e.multusConf)
+	if r == RowMultus {
+		for node, dir := range e.multusCaches {
+			if !multusServed(dir) {
+				return nil, 0, fmt.Errorf("batch %s: node %s: Multus' cache dir %s is empty with the pods Running: the runtime did not call Multus (is %s still first in the conf dir?)", batchID, node, dir, e.multusConf)
+			}
+		}
 	}
 	if fails := e.sandboxFailures(ctx, batchID, objs); fails != "" {
 		e.logf("batch %s: %s", batchID, fails)
@@ -492,32 +510,52 @@ func (e *env) rewatch(ctx context.Context, sel string, running map[string]time.T
 	return w, nil
 }
 
-// checkNet1 execs `ip link show` of the row's interface in every pod, four
-// at a time: net1, or eth0 for plain pods. In shared mode net1 must also be
-// a child of the shared HCA's PF: busybox's ip has no -d and sysfs does not
-// name the link type, but a macvlan's iflink is its lower device's ifindex
-// (the PF's, in the node).
-func (e *env) checkNet1(ctx context.Context, r Row, objs []*corev1.Pod) error {
+// checkNet1 execs `ip link show` of the row's interface in every pod of
+// the batch (selector sel), four at a time: net1, or eth0 for plain pods.
+// In shared mode net1 must also be a child of the shared HCA's PF of the
+// pod's node: busybox's ip has no -d and sysfs does not name the link type,
+// but a macvlan's iflink is its lower device's ifindex (the PF's, in the
+// node). With several nodes every node must hold some of the batch's pods
+// (the pods' spread constraint).
+func (e *env) checkNet1(ctx context.Context, r Row, sel string) error {
+	list, err := e.cs.CoreV1().Pods(e.cfg.Namespace).List(ctx, metav1.ListOptions{LabelSelector: sel})
+	if err != nil {
+		return fmt.Errorf("list pods %s: %w", sel, err)
+	}
 	iface := "net1"
 	if r.Network() == "" {
 		iface = "eth0"
 	}
 	cmd := []string{"ip", "link", "show", iface}
-	var pfIndex string
-	if r.Mode == ModeShared {
-		out, err := cluster.NewControl(e.l).Exec(ctx, "ip", "-o", "link", "show", cluster.SharedPF)
-		if err != nil {
-			return fmt.Errorf("ip link show %s in the node: %w", cluster.SharedPF, err)
+	pfIndex := map[string]string{} // node -> the shared PF's ifindex there
+	perNode := map[string]int{}
+	for _, p := range list.Items {
+		perNode[p.Spec.NodeName]++
+	}
+	if len(list.Items) >= len(e.st.Nodes) {
+		for _, n := range e.st.Nodes {
+			if perNode[n.Name] == 0 {
+				return fmt.Errorf("no pod of the batch on node %s (pods per node %v): the spread constraint did not hold", n.Name, perNode)
+			}
 		}
-		pfIndex, _, _ = strings.Cut(out, ":")
+	}
+	if r.Mode == ModeShared {
+		for _, n := range e.st.Nodes {
+			out, err := cluster.NewNodeControl(e.l, n).Exec(ctx, "ip", "-o", "link", "show", cluster.SharedPF)
+			if err != nil {
+				return fmt.Errorf("ip link show %s in node %s: %w", cluster.SharedPF, n.Name, err)
+			}
+			idx, _, _ := strings.Cut(out, ":")
+			pfIndex[n.Name] = strings.TrimSpace(idx)
+		}
 		cmd = []string{"sh", "-c", "ip link show net1 && cat /sys/class/net/net1/iflink"}
 	}
 	sem := make(chan struct{}, 4)
-	errs := make([]error, len(objs))
+	errs := make([]error, len(list.Items))
 	var wg sync.WaitGroup
-	for i, p := range objs {
+	for i, p := range list.Items {
 		wg.Add(1)
-		go func(i int, name string) {
+		go func(i int, name, node string) {
 			defer wg.Done()
 			sem <- struct{}{}
 			defer func() { <-sem }()
@@ -525,16 +563,16 @@ func (e *env) checkNet1(ctx context.Context, r Row, objs []*corev1.Pod) error {
 			defer cancel()
 			out, err := e.k.Output(c, append([]string{"-n", e.cfg.Namespace, "exec", name, "--"}, cmd...)...)
 			if err != nil {
-				errs[i] = fmt.Errorf("pod %s: %w", name, err)
+				errs[i] = fmt.Errorf("pod %s on %s: %w", name, node, err)
 				return
 			}
-			if pfIndex != "" {
+			if want, ok := pfIndex[node]; ok {
 				lines := strings.Split(strings.TrimSpace(out), "\n")
-				if got := strings.TrimSpace(lines[len(lines)-1]); got != strings.TrimSpace(pfIndex) {
-					errs[i] = fmt.Errorf("pod %s: net1's lower link is ifindex %s, want %s (%s, the shared HCA's PF)", name, got, pfIndex, cluster.SharedPF)
+				if got := strings.TrimSpace(lines[len(lines)-1]); got != want {
+					errs[i] = fmt.Errorf("pod %s on %s: net1's lower link is ifindex %s, want %s (%s, the shared HCA's PF)", name, node, got, want, cluster.SharedPF)
 				}
 			}
-		}(i, p.Name)
+		}(i, p.Name, p.Spec.NodeName)
 	}
 	wg.Wait()
 	return errors.Join(errs...)
@@ -688,6 +726,15 @@ func (e *env) sweeper(ctx context.Context, resource, ns string) (func(context.Co
 		}
 		return errors.Join(errs...)
 	}, nil
+}
+
+// nodeNames is "a, b, c": the cluster's nodes.
+func nodeNames(nodes []cluster.Node) string {
+	names := make([]string, len(nodes))
+	for i, n := range nodes {
+		names[i] = n.Name
+	}
+	return strings.Join(names, ", ")
 }
 
 // loadavg is the machine's 1/5/15-minute load average (context for the

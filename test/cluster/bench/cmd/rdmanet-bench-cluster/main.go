@@ -21,9 +21,9 @@ func main() {
 	stateDir := flag.String("state-dir", filepath.Join(wd, "_output/cluster"), "the running cluster's state directory")
 	repo := flag.String("repo", wd, "the rdmanet checkout (examples/, .tools/)")
 	ns := flag.String("namespace", "rdmanet-bench", "namespace created for the run and deleted after it")
-	pods := flag.Int("pods", 16, "pods per batch, created at once")
-	batches := flag.Int("batches", 3, "batches per row; percentiles over all batches' pods")
-	rows := flag.String("rows", "all", "rows to run: all, or a comma list of exclusive, dra, plain, shared, multus")
+	pods := flag.Int("pods", 48, "pods per batch, created at once and spread evenly over the nodes (at most 16 per node: the seed pool's VFs)")
+	batches := flag.Int("batches", 5, "runs: batches per row, batch k of every row is run k; the goal is judged in every run")
+	rows := flag.String("rows", "plain,exclusive,shared,multus", "rows to run: all, or a comma list of exclusive, dra, plain, shared, multus")
 	timeout := flag.Duration("timeout", 5*time.Minute, "how long one batch may take to be Running")
 	settle := flag.Duration("settle", 3*time.Second, "pause before each batch, for the previous batch's teardown to settle")
 	flag.Parse()
@@ -40,15 +40,12 @@ func main() {
 	signal.Notify(make(chan os.Signal, 1), syscall.SIGPIPE)
 	ctx, cancel := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM, syscall.SIGHUP)
 	defer cancel()
-	results, err := bench.Run(ctx, bench.Config{
+	rep, err := bench.Run(ctx, bench.Config{
 		StateDir: *stateDir, Repo: *repo, Namespace: *ns, Pods: *pods, Batches: *batches,
 		Rows: rs, Timeout: *timeout, Settle: *settle, Out: os.Stdout,
 	})
-	for _, r := range results {
-		fmt.Println(r.Line(*pods))
-	}
-	if len(results) > 0 {
-		fmt.Println(bench.Verdict(results))
+	for _, l := range rep.Lines() {
+		fmt.Println(l)
 	}
 	if err != nil {
 		fail(err)
