@@ -371,7 +371,7 @@ func TestPodSpread(t *testing.T) {
 
 func TestPerNode(t *testing.T) {
 	tests := []struct {
-		name             string
+		name              string
 		pods, nodes, want int
 	}{
 		{name: "48 over 3", pods: 48, nodes: 3, want: 16},
