@@ -15,14 +15,13 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/rdmanet/rdmanet/internal/cni/forward"
 	"github.com/rdmanet/rdmanet/internal/cni/health"
 	"github.com/rdmanet/rdmanet/internal/cni/inproc"
 	"github.com/rdmanet/rdmanet/internal/cni/meta"
 	"github.com/rdmanet/rdmanet/internal/cni/meta/metrics"
 	"github.com/rdmanet/rdmanet/internal/cni/plugind"
+	"github.com/rdmanet/rdmanet/internal/daemonclient"
 	"github.com/rdmanet/rdmanet/internal/ipam"
-	"github.com/rdmanet/rdmanet/internal/sockprobe"
 	"github.com/rdmanet/rdmanet/internal/telemetry"
 	"github.com/rdmanet/rdmanet/internal/version"
 )
@@ -49,7 +48,7 @@ func run() int {
 	retryMaxBackoff := fs.Duration("del-retry-max-backoff", meta.DefaultRetryMaxBackoff, "longest delay between retries of a pending DEL (it is retried until it succeeds)")
 	podEvents := fs.Bool("pod-events", true, "record a Warning Event (reason "+meta.EventReasonAttachFailed+", the CNI error's text and fix) on the pod of every failed ADD, so `kubectl describe pod` shows why its sandbox does not start; repeats are aggregated and rate-limited per pod (client-go's event correlator: 25 at once, then one per 5 minutes). Needs events create/patch (deploy/rbac-daemon.yaml); the kubernetes source only")
 	serveMeta := fs.Bool("meta", true, "serve the rdmanet meta CNI shim on the config's daemonSocket (needs --config). false: serve only --plugin-socket, e.g. on a node where Multus stays the meta plugin and rdmanet's sriov, rdma and rdmanet-ipam are its delegates")
-	pluginSocket := fs.String("plugin-socket", forward.DefaultSocket, "unix socket on which exec'd rdmanet plugins (sriov, rdma, rdmanet-ipam, also as whereabouts) hand their calls to this daemon, which runs them in-process with warm API clients when the plugin file is this daemon's build (else the plugin does the work itself, as when no daemon runs); the plugins look here unless RDMANET_PLUGIN_SOCKET says otherwise. Empty: off")
+	pluginSocket := fs.String("plugin-socket", daemonclient.DefaultSocket, "unix socket on which exec'd rdmanet plugins (sriov, rdma, rdmanet-ipam, also as whereabouts) hand their calls to this daemon, which runs them in-process with warm API clients when the plugin file is this daemon's build (else the plugin does the work itself, as when no daemon runs); the plugins look here unless RDMANET_PLUGIN_SOCKET says otherwise. Empty: off")
 	fs.Usage = func() {
 		fmt.Fprintf(fs.Output(), "rdmanet-daemon keeps the CNI hot path warm: it serves the rdmanet meta CNI shim (--config's daemonSocket) and the\nexec'd rdmanet plugins sriov, rdma and rdmanet-ipam (--plugin-socket). Each plugin and the shim does the work itself when\nthe daemon is not running, so the daemon is never needed for correctness.\n\nFlags:\n")
 		fs.PrintDefaults()
@@ -233,7 +232,7 @@ func startMetrics(log *slog.Logger, addr, ipamStateDir string, live, ready telem
 
 // probeSocket is --probe: 0 when the daemon answers on socket, else 1.
 func probeSocket(socket string) int {
-	if err := sockprobe.Check(socket, 3*time.Second); err != nil {
+	if err := daemonclient.Probe(socket, 3*time.Second); err != nil {
 		fmt.Fprintf(os.Stderr, "rdmanet-daemon: not ready: %v\n", err)
 		return 1
 	}

@@ -1,7 +1,7 @@
 // Command rdmanet-ipam is rdmanet's cluster-wide CNI IPAM plugin. It accepts
 // Whereabouts' config fields verbatim, so it can be installed under its own
 // name or as "whereabouts". It is a thin client: it hands each call to the
-// node's rdmanet-daemon (package forward), which runs it with warm API
+// node's rdmanet-daemon (package daemonclient), which runs it with warm API
 // clients, and becomes rdmanet-ipam-direct (installed next to it) with the
 // same arguments, environment and stdin when no daemon answers — including
 // VERSION, GC and STATUS, and `rdmanet-ipam gc [flags]` (garbage
@@ -12,7 +12,7 @@ package main
 import (
 	"os"
 
-	"github.com/rdmanet/rdmanet/internal/cni/forward"
+	"github.com/rdmanet/rdmanet/internal/daemonclient"
 	"github.com/rdmanet/rdmanet/internal/version"
 )
 
@@ -22,7 +22,7 @@ const direct = "rdmanet-ipam-direct"
 func main() {
 	version.Handle("rdmanet-ipam", os.Args[1:])
 	if len(os.Args) > 1 && os.Args[1] == "gc" {
-		forward.Direct("rdmanet-ipam", direct, nil) // garbage collection is not a CNI call
+		daemonclient.Direct("rdmanet-ipam", direct, nil) // garbage collection is not a CNI call
 	}
-	forward.Main("rdmanet-ipam", direct)
+	daemonclient.Main("rdmanet-ipam", direct)
 }

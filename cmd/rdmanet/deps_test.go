@@ -12,6 +12,6 @@ func TestNoHeavyDeps(t *testing.T) {
 	depcheck.Forbid(t, "the rdmanet shim", []depcheck.Rule{
 		{Name: "prometheus client", Prefix: "github.com/prometheus/", Why: "metrics are the daemon's (internal/cni/meta/metrics)"},
 		{Name: "kubernetes", Prefix: "k8s.io/", Why: "the shim hands calls to the daemon or rdmanet-direct"},
-		{Name: "net/http", Prefix: "net/http", Why: "the daemon protocol is framed JSON over a unix socket (internal/cni/meta/wire)"},
+		{Name: "net/http", Prefix: "net/http", Why: "the daemon protocol is framed JSON over a unix socket (internal/daemonclient)"},
 	})
 }

@@ -1,17 +1,7 @@
-// Package forward is the client side of the daemon's plugin socket. An
-// exec'd rdmanet delegate plugin (sriov, rdma, rdmanet-ipam, also installed
-// as whereabouts) hands its call to the node's rdmanet-daemon, which runs
-// the same code in-process with warm API clients and caches, and prints the
-// daemon's answer as its own. When no daemon answers, or the daemon declines
-// (another build, a test failpoint that must kill a process), the plugin does
-// the work itself: it replaces its own process with the plugin's direct
-// binary (sriov-direct, rdma-direct, rdmanet-ipam-direct), which runs the
-// call as the upstream plugin would. Nothing depends on the daemon for
-// correctness.
-//
-// The package links no Kubernetes client and no TLS: a forwarding plugin
-// starts, sends one JSON message over a unix socket and prints the answer.
-package forward
+// The thin plugins' client of the daemon's plugin socket: forward the call,
+// or run the -direct binary.
+
+package daemonclient
 
 import (
 	"bytes"
@@ -24,8 +14,6 @@ import (
 	"time"
 
 	"github.com/containernetworking/cni/pkg/types"
-
-	"github.com/rdmanet/rdmanet/internal/cni/meta/wire"
 )
 
 // DefaultSocket is where rdmanet-daemon serves plugin calls
@@ -104,14 +92,14 @@ func Call(socket, plugin, cmd string, stdin []byte, environ []string, build stri
 	if cmd == "DEL" {
 		wait = DelTimeout
 	}
-	req := wire.PluginRequest{Version: wire.PluginVersion, Plugin: plugin, Build: build, Env: environ, Stdin: stdin, TimeoutMs: wait.Milliseconds()}
-	if n := len(stdin); n > wire.MaxMessage {
-		return Result{Reason: fmt.Sprintf("config of %d bytes is larger than the daemon takes (%d)", n, wire.MaxMessage)}
+	req := PluginRequest{Version: PluginVersion, Plugin: plugin, Build: build, Env: environ, Stdin: stdin, TimeoutMs: wait.Milliseconds()}
+	if n := len(stdin); n > MaxMessage {
+		return Result{Reason: fmt.Sprintf("config of %d bytes is larger than the daemon takes (%d)", n, MaxMessage)}
 	}
-	var resp wire.PluginResponse
-	err = wire.Exchange(socket, DialTimeout, wait, req, &resp)
+	var resp PluginResponse
+	err = Exchange(socket, DialTimeout, wait, req, &resp)
 	switch {
-	case errors.Is(err, wire.ErrNotSent):
+	case errors.Is(err, ErrNotSent):
 		// nothing was sent: running the call here cannot run it twice
 		return Result{Reason: "no daemon: " + err.Error()}
 	case err != nil && cmd == "ADD":
@@ -154,8 +142,8 @@ func Main(plugin, direct string) {
 		Direct(plugin, direct, nil) // no daemon on this node: leave stdin untouched
 		return
 	}
-	stdin, err := io.ReadAll(io.LimitReader(os.Stdin, wire.MaxMessage+1))
-	if err != nil || len(stdin) > wire.MaxMessage {
+	stdin, err := io.ReadAll(io.LimitReader(os.Stdin, MaxMessage+1))
+	if err != nil || len(stdin) > MaxMessage {
 		// let the direct plugin read and report it as it always has
 		if rerr := setStdin(io.MultiReader(bytes.NewReader(stdin), os.Stdin)); rerr != nil {
 			fail(plugin, rerr)

@@ -1,4 +1,4 @@
-package forward
+package daemonclient
 
 import (
 	"encoding/json"
@@ -12,14 +12,12 @@ import (
 	"time"
 
 	"github.com/containernetworking/cni/pkg/types"
-
-	"github.com/rdmanet/rdmanet/internal/cni/meta/wire"
 )
 
 // fakeDaemon answers every request on a socket with answer (nil: closes
 // the connection without answering, as a daemon killed mid-call) and
 // passes the requests it read on the channel.
-func fakeDaemon(t *testing.T, answer *wire.PluginResponse) (string, <-chan wire.PluginRequest) {
+func fakeDaemon(t *testing.T, answer *PluginResponse) (string, <-chan PluginRequest) {
 	t.Helper()
 	sock := filepath.Join(t.TempDir(), "plugins.sock")
 	lis, err := net.Listen("unix", sock)
@@ -27,15 +25,15 @@ func fakeDaemon(t *testing.T, answer *wire.PluginResponse) (string, <-chan wire.
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { lis.Close() })
-	got := make(chan wire.PluginRequest, 10)
+	got := make(chan PluginRequest, 10)
 	go func() {
 		for {
 			c, err := lis.Accept()
 			if err != nil {
 				return
 			}
-			var r wire.PluginRequest
-			if err := wire.Read(c, &r); err == nil {
+			var r PluginRequest
+			if err := Read(c, &r); err == nil {
 				select {
 				case got <- r:
 				default:
@@ -55,22 +53,22 @@ func TestCall(t *testing.T) {
 	env := []string{"CNI_COMMAND=ADD", "CNI_CONTAINERID=c1"}
 	tests := []struct {
 		name    string
-		answer  *wire.PluginResponse
+		answer  *PluginResponse
 		socket  string // "": a fake daemon; else this path
 		cmd     string
 		outcome Outcome
 		code    uint // CNI error code of an answered error
 		stdout  string
 	}{
-		{name: "result", answer: &wire.PluginResponse{Stdout: []byte(`{"cniVersion":"1.0.0"}`)}, cmd: "ADD", outcome: Answered, stdout: `{"cniVersion":"1.0.0"}`},
-		{name: "CNI error", answer: &wire.PluginResponse{Error: types.NewError(types.ErrInvalidNetworkConfig, "bad", "")}, cmd: "ADD", outcome: Answered, code: types.ErrInvalidNetworkConfig},
-		{name: "declined", answer: &wire.PluginResponse{Declined: "another build"}, cmd: "ADD", outcome: Local},
+		{name: "result", answer: &PluginResponse{Stdout: []byte(`{"cniVersion":"1.0.0"}`)}, cmd: "ADD", outcome: Answered, stdout: `{"cniVersion":"1.0.0"}`},
+		{name: "CNI error", answer: &PluginResponse{Error: types.NewError(types.ErrInvalidNetworkConfig, "bad", "")}, cmd: "ADD", outcome: Answered, code: types.ErrInvalidNetworkConfig},
+		{name: "declined", answer: &PluginResponse{Declined: "another build"}, cmd: "ADD", outcome: Local},
 		{name: "ADD taken, no answer: try again", cmd: "ADD", outcome: Answered, code: types.ErrTryAgainLater},
 		{name: "DEL taken, no answer: repeated here", cmd: "DEL", outcome: Local},
 		{name: "CHECK taken, no answer: repeated here", cmd: "CHECK", outcome: Local},
 		{name: "no socket", socket: "/nonexistent/plugins.sock", cmd: "ADD", outcome: Local},
 		{name: "not a socket", socket: "FILE", cmd: "ADD", outcome: Local},
-		{name: "VERSION not forwarded", answer: &wire.PluginResponse{Stdout: []byte("x")}, cmd: "VERSION", outcome: Local},
+		{name: "VERSION not forwarded", answer: &PluginResponse{Stdout: []byte("x")}, cmd: "VERSION", outcome: Local},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -107,18 +105,18 @@ func TestCall(t *testing.T) {
 // TestCallSendsTheCall: the request carries the plugin, build, stdin and
 // environment as given, with the protocol version.
 func TestCallSendsTheCall(t *testing.T) {
-	sock, reqs := fakeDaemon(t, &wire.PluginResponse{})
+	sock, reqs := fakeDaemon(t, &PluginResponse{})
 	r := Call(sock, "rdmanet-ipam", "DEL", []byte("not json"), []string{"A=1", "CNI_COMMAND=DEL"}, "go\tgo1.26\n")
 	if r.Outcome != Answered || r.Err != nil {
 		t.Fatalf("%+v", r)
 	}
-	var q wire.PluginRequest
+	var q PluginRequest
 	select {
 	case q = <-reqs:
 	case <-time.After(10 * time.Second):
 		t.Fatal("the daemon got no request")
 	}
-	if q.Version != wire.PluginVersion || q.Plugin != "rdmanet-ipam" || string(q.Stdin) != "not json" || q.Build != "go\tgo1.26\n" ||
+	if q.Version != PluginVersion || q.Plugin != "rdmanet-ipam" || string(q.Stdin) != "not json" || q.Build != "go\tgo1.26\n" ||
 		!slices.Equal(q.Env, []string{"A=1", "CNI_COMMAND=DEL"}) || q.TimeoutMs != DelTimeout.Milliseconds() {
 		t.Errorf("request %+v", q)
 	}

@@ -1,7 +1,6 @@
-// Package sockprobe is the readiness check of rdmanet-daemon in an image
-// without a shell (`rdmanet-daemon --probe`, replacing `test -S`): the
-// daemon's socket exists, is a socket, and the daemon answers on it.
-package sockprobe
+// rdmanet-daemon --probe: is the daemon answering on its socket?
+
+package daemonclient
 
 import (
 	"errors"
@@ -12,11 +11,11 @@ import (
 	"time"
 )
 
-// Check dials the unix socket at path, closes its write side without a
+// Probe dials the unix socket at path, closes its write side without a
 // request and waits for the daemon's answer (it answers an empty request
 // with a decoding error, so no CNI call is made and nothing is logged).
 // A socket file left behind by a dead daemon fails the dial.
-func Check(path string, timeout time.Duration) error {
+func Probe(path string, timeout time.Duration) error {
 	st, err := os.Lstat(path)
 	if err != nil {
 		return fmt.Errorf("daemon socket %s: %w", path, err)

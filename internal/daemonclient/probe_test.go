@@ -1,4 +1,4 @@
-package sockprobe
+package daemonclient
 
 import (
 	"net"
@@ -9,7 +9,7 @@ import (
 	"time"
 )
 
-func TestCheck(t *testing.T) {
+func TestProbe(t *testing.T) {
 	dir := t.TempDir()
 	serve := func(t *testing.T, name string, answer bool) string {
 		p := filepath.Join(dir, name)
@@ -55,9 +55,9 @@ func TestCheck(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			err := Check(tc.path, 2*time.Second)
+			err := Probe(tc.path, 2*time.Second)
 			if (tc.err == "") != (err == nil) || (err != nil && !strings.Contains(err.Error(), tc.err)) {
-				t.Fatalf("Check = %v, want %q", err, tc.err)
+				t.Fatalf("Probe = %v, want %q", err, tc.err)
 			}
 		})
 	}

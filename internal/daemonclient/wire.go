@@ -1,13 +1,7 @@
-// Package wire is the protocol between the rdmanet CNI shim and the rdmanet
-// daemon: one connection per CNI call over a unix socket. The shim writes one
-// JSON Request and closes its write side; the daemon answers with one JSON
-// Response and closes the connection. No HTTP: the shim links nothing but
-// encoding/json and net, so it starts in a few milliseconds.
-//
-// The exec'd delegate plugins (sriov, rdma, rdmanet-ipam) speak the same
-// way on the daemon's plugin socket with PluginRequest and PluginResponse
-// (package forward is their client).
-package wire
+// The protocol between the thin clients and the daemon: one connection per
+// call over a unix socket.
+
+package daemonclient
 
 import (
 	"encoding/json"
@@ -63,7 +57,7 @@ type Conf struct {
 }
 
 // ErrTooLarge means a message exceeded MaxMessage.
-var ErrTooLarge = errors.New("message larger than wire.MaxMessage")
+var ErrTooLarge = errors.New("message larger than MaxMessage")
 
 // Read decodes one message from r, which must end (EOF) after it.
 func Read(r io.Reader, v any) error {

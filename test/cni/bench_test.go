@@ -4,7 +4,7 @@ import (
 	"context"
 	"fmt"
 	"github.com/containernetworking/cni/pkg/invoke"
-	"github.com/rdmanet/rdmanet/internal/cni/forward"
+	"github.com/rdmanet/rdmanet/internal/daemonclient"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -179,12 +179,12 @@ func TestBenchChainForwarded(t *testing.T) {
 		var exec invoke.Exec
 		switch way {
 		case "per call":
-			t.Setenv(forward.EnvSocket, "off")
+			t.Setenv(daemonclient.EnvSocket, "off")
 		case "thin clients of the daemon":
-			t.Setenv(forward.EnvSocket, d.socket)
+			t.Setenv(daemonclient.EnvSocket, d.socket)
 			d.start()
 		case "in-process":
-			t.Setenv(forward.EnvSocket, "off")
+			t.Setenv(daemonclient.EnvSocket, "off")
 			exec = inprocExec(t, dir)
 		}
 		c := libcni.NewCNIConfigWithCacheDir([]string{dir}, filepath.Join(n.root, fmt.Sprintf("cache-%d", k)), exec)

@@ -21,8 +21,7 @@ import (
 	"github.com/containernetworking/cni/pkg/types"
 	current "github.com/containernetworking/cni/pkg/types/100"
 
-	"github.com/rdmanet/rdmanet/internal/cni/forward"
-	"github.com/rdmanet/rdmanet/internal/cni/meta/wire"
+	"github.com/rdmanet/rdmanet/internal/daemonclient"
 	"github.com/rdmanet/rdmanet/test/netnsutil"
 	"github.com/rdmanet/rdmanet/test/plugindaemon"
 )
@@ -83,7 +82,7 @@ func TestForwardedSeedChain(t *testing.T) {
 	n := newNode(t, 4)
 	n.cni = libcni.NewCNIConfigWithCacheDir([]string{dir}, filepath.Join(n.root, "cni-cache"), nil)
 	d := &pluginDaemon{t: t, n: n, bin: dir, socket: filepath.Join(n.root, "run", "plugins.sock"), log: filepath.Join(n.root, "daemon.log")}
-	t.Setenv(forward.EnvSocket, d.socket)
+	t.Setenv(daemonclient.EnvSocket, d.socket)
 	t.Cleanup(func() {
 		d.stop(syscall.SIGTERM)
 		if t.Failed() {
@@ -209,8 +208,8 @@ func hangingDaemon(t *testing.T, socket string) func() map[string]int {
 			if err != nil {
 				return
 			}
-			var req wire.PluginRequest
-			if err := wire.Read(c, &req); err == nil {
+			var req daemonclient.PluginRequest
+			if err := daemonclient.Read(c, &req); err == nil {
 				for _, kv := range req.Env {
 					if v, ok := strings.CutPrefix(kv, "CNI_COMMAND="); ok {
 						got <- v
@@ -251,7 +250,7 @@ func TestForwardedIPAMDaemonKilledMidCall(t *testing.T) {
 	call := func(cmd string) (string, int) {
 		c := exec.Command(filepath.Join(dir, "rdmanet-ipam"))
 		c.Env = append(os.Environ(), "CNI_COMMAND="+cmd, "CNI_CONTAINERID=killed-1", "CNI_NETNS="+pod.Path(), "CNI_IFNAME=net1",
-			"CNI_PATH="+dir, forward.EnvSocket+"="+d.socket)
+			"CNI_PATH="+dir, daemonclient.EnvSocket+"="+d.socket)
 		c.Stdin = strings.NewReader(conf)
 		out, err := c.Output()
 		code := 0

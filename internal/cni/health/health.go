@@ -8,7 +8,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/rdmanet/rdmanet/internal/sockprobe"
+	"github.com/rdmanet/rdmanet/internal/daemonclient"
 	"github.com/rdmanet/rdmanet/internal/telemetry"
 )
 
@@ -62,7 +62,7 @@ func alive(s Server, started *atomic.Bool, what, socket string) error {
 }
 
 // Ready are the checks of /readyz: the source is synced, and each socket
-// answers a probe (sockprobe: the call a shim or plugin makes, without a
+// answers a probe (daemonclient.Probe: the call a shim or plugin makes, without a
 // CNI verb).
 func (d *Daemon) Ready() telemetry.Checks {
 	var cs telemetry.Checks
@@ -94,5 +94,5 @@ func (d *Daemon) probe(s Server, socket string) error {
 	if t <= 0 {
 		t = 2 * time.Second
 	}
-	return sockprobe.Check(socket, t)
+	return daemonclient.Probe(socket, t)
 }

@@ -14,8 +14,8 @@ import (
 	"github.com/containernetworking/cni/pkg/types"
 	k8stypes "k8s.io/apimachinery/pkg/types"
 
-	"github.com/rdmanet/rdmanet/internal/cni/meta/wire"
 	"github.com/rdmanet/rdmanet/internal/cni/sockserve"
+	"github.com/rdmanet/rdmanet/internal/daemonclient"
 	"github.com/rdmanet/rdmanet/internal/telemetry"
 )
 
@@ -140,14 +140,14 @@ func (d *Daemon) retryOnce(ctx context.Context, p *Plugin) {
 // becomes a CNI error for this call only.
 func (d *Daemon) serveConn(c net.Conn) {
 	received := time.Now()
-	var req wire.Request
-	err := wire.Answer(c, RequestReadTimeout, &req, func(readErr error) any {
-		var resp wire.Response
+	var req daemonclient.Request
+	err := daemonclient.Answer(c, RequestReadTimeout, &req, func(readErr error) any {
+		var resp daemonclient.Response
 		switch {
 		case readErr != nil:
 			resp.Error = types.NewError(types.ErrDecodingFailure, "rdmanet daemon: bad request: "+readErr.Error(), "")
-		case req.Version != wire.Version:
-			resp.Error = types.NewError(types.ErrIncompatibleCNIVersion, fmt.Sprintf("rdmanet daemon speaks protocol v%d, the shim sent v%d; fix: install the rdmanet shim and daemon of one release", wire.Version, req.Version), "")
+		case req.Version != daemonclient.Version:
+			resp.Error = types.NewError(types.ErrIncompatibleCNIVersion, fmt.Sprintf("rdmanet daemon speaks protocol v%d, the shim sent v%d; fix: install the rdmanet shim and daemon of one release", daemonclient.Version, req.Version), "")
 		default:
 			// The call runs to completion even if the shim goes away (a
 			// half-done ADD must still roll back, a DEL must finish), but not
@@ -175,7 +175,7 @@ func (d *Daemon) serveConn(c net.Conn) {
 // requestContext is the call's context: with the shim's deadline (less
 // AnswerMargin) or RequestTimeout; without either, Call applies the
 // config's timeouts.
-func (d *Daemon) requestContext(received time.Time, req wire.Request) (context.Context, context.CancelFunc) {
+func (d *Daemon) requestContext(received time.Time, req daemonclient.Request) (context.Context, context.CancelFunc) {
 	switch {
 	case req.TimeoutMs > 0:
 		t := time.Duration(req.TimeoutMs)*time.Millisecond - AnswerMargin
@@ -190,7 +190,7 @@ func (d *Daemon) requestContext(received time.Time, req wire.Request) (context.C
 // safeCall is Call with a panic turned into this call's error (logged with
 // its stack). Panics inside network-namespace callbacks reach here too:
 // nsguard raises them again on this goroutine.
-func (d *Daemon) safeCall(ctx context.Context, req wire.Request) (res json.RawMessage, err error) {
+func (d *Daemon) safeCall(ctx context.Context, req daemonclient.Request) (res json.RawMessage, err error) {
 	defer func() {
 		if r := recover(); r != nil {
 			res, err = nil, recoverPanic(d.Log, d.Observer, fmt.Sprintf("rdmanet daemon: %s container %s", req.Command, req.ContainerID), r)
@@ -200,7 +200,7 @@ func (d *Daemon) safeCall(ctx context.Context, req wire.Request) (res json.RawMe
 }
 
 // Call runs one CNI verb with the daemon's warm state.
-func (d *Daemon) Call(ctx context.Context, req wire.Request) (json.RawMessage, error) {
+func (d *Daemon) Call(ctx context.Context, req daemonclient.Request) (json.RawMessage, error) {
 	var conf *NetConf
 	switch req.Command {
 	case "DEL", "GC":

@@ -22,7 +22,7 @@ import (
 	"github.com/containernetworking/plugins/pkg/ns"
 
 	"github.com/rdmanet/rdmanet/internal/cni/inproc/nsguard"
-	"github.com/rdmanet/rdmanet/internal/cni/meta/wire"
+	"github.com/rdmanet/rdmanet/internal/daemonclient"
 	"github.com/rdmanet/rdmanet/test/netnsutil"
 	"github.com/rdmanet/rdmanet/test/pluginbin"
 	"github.com/rdmanet/rdmanet/test/syncbuf"
@@ -33,7 +33,7 @@ const testPluginPkg = "github.com/rdmanet/rdmanet/internal/cni/meta/testplugin"
 
 // call sends raw bytes to the daemon as the shim does (write, close the
 // write side) and decodes the answer.
-func call(t *testing.T, sock string, raw []byte) wire.Response {
+func call(t *testing.T, sock string, raw []byte) daemonclient.Response {
 	t.Helper()
 	c, err := net.Dial("unix", sock)
 	if err != nil {
@@ -47,8 +47,8 @@ func call(t *testing.T, sock string, raw []byte) wire.Response {
 	if err := c.(*net.UnixConn).CloseWrite(); err != nil {
 		t.Fatal(err)
 	}
-	var r wire.Response
-	if err := wire.Read(c, &r); err != nil {
+	var r daemonclient.Response
+	if err := daemonclient.Read(c, &r); err != nil {
 		t.Fatal(err)
 	}
 	return r
@@ -77,7 +77,7 @@ func TestDaemonProtocol(t *testing.T) {
 		}
 	}
 	req := func(v int, conf string) []byte {
-		b, err := json.Marshal(wire.Request{Version: v, Command: "STATUS", ContainerID: "c1", Config: json.RawMessage(conf)})
+		b, err := json.Marshal(daemonclient.Request{Version: v, Command: "STATUS", ContainerID: "c1", Config: json.RawMessage(conf)})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -91,8 +91,8 @@ func TestDaemonProtocol(t *testing.T) {
 	}{
 		{name: "another release's shim", raw: req(0, `{}`), wantCode: 1, wantMsg: []string{"protocol v1", "sent v0", "one release"}},
 		{name: "not JSON", raw: []byte("GET / HTTP/1.1\r\n\r\n"), wantCode: 6, wantMsg: []string{"bad request"}},
-		{name: "larger than MaxMessage", raw: bytes.Repeat([]byte(" "), wire.MaxMessage+10), wantCode: 6, wantMsg: []string{"larger than"}},
-		{name: "invalid network config is named", raw: req(wire.Version, `{"cniVersion":"1.0.0","name":"rdmanet","type":"rdmanet"}`), wantCode: 7, wantMsg: []string{"clusterNetwork", "fix:"}},
+		{name: "larger than MaxMessage", raw: bytes.Repeat([]byte(" "), daemonclient.MaxMessage+10), wantCode: 6, wantMsg: []string{"larger than"}},
+		{name: "invalid network config is named", raw: req(daemonclient.Version, `{"cniVersion":"1.0.0","name":"rdmanet","type":"rdmanet"}`), wantCode: 7, wantMsg: []string{"clusterNetwork", "fix:"}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -187,7 +187,7 @@ func TestDaemonRecoversPanics(t *testing.T) {
 			sock := startDaemon(t, &Daemon{Source: &StaticSource{Dir: dir, StatusDir: dir}, Exec: panicExec{inNetns: tc.inNetns},
 				Log: slog.New(slog.NewTextHandler(&logBuf, nil))})
 			for i := 0; i < 2; i++ { // the daemon is still there for the second call
-				b, err := json.Marshal(wire.Request{Version: wire.Version, Command: "ADD", ContainerID: fmt.Sprintf("c%d", i), Netns: "/proc/self/ns/net", IfName: "eth0",
+				b, err := json.Marshal(daemonclient.Request{Version: daemonclient.Version, Command: "ADD", ContainerID: fmt.Sprintf("c%d", i), Netns: "/proc/self/ns/net", IfName: "eth0",
 					Path: "/opt", Config: json.RawMessage(conf)})
 				if err != nil {
 					t.Fatal(err)
@@ -239,7 +239,7 @@ func TestDaemonRequestDeadline(t *testing.T) {
 			}
 			cb, _ := json.Marshal(conf)
 			sock := startDaemon(t, &Daemon{Source: &StaticSource{Dir: dir, StatusDir: dir}})
-			b, err := json.Marshal(wire.Request{Version: wire.Version, Command: "ADD", ContainerID: "c1", Netns: pod.Path(), IfName: "eth0", Path: bin, Config: cb, TimeoutMs: tc.timeoutMs})
+			b, err := json.Marshal(daemonclient.Request{Version: daemonclient.Version, Command: "ADD", ContainerID: "c1", Netns: pod.Path(), IfName: "eth0", Path: bin, Config: cb, TimeoutMs: tc.timeoutMs})
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -16,7 +16,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes/fake"
 
-	"github.com/rdmanet/rdmanet/internal/cni/meta/wire"
+	"github.com/rdmanet/rdmanet/internal/daemonclient"
 )
 
 // recordedEvents is an EventRecorder that keeps what it is given.
@@ -43,7 +43,7 @@ func TestDaemonRecordsFailedAttach(t *testing.T) {
 	ev := &recordedEvents{}
 	d := &Daemon{Source: &StaticSource{Dir: dir, StatusDir: t.TempDir()}, Events: ev, Log: slog.New(slog.NewTextHandler(io.Discard, nil))}
 	args := "K8S_POD_NAMESPACE=ai;K8S_POD_NAME=p0;K8S_POD_UID=uid-0;K8S_POD_INFRA_CONTAINER_ID=c0ffee0123456789"
-	req := wire.Request{Version: wire.Version, Command: "ADD", ContainerID: "c0ffee0123456789", Netns: "/proc/self/ns/net",
+	req := daemonclient.Request{Version: daemonclient.Version, Command: "ADD", ContainerID: "c0ffee0123456789", Netns: "/proc/self/ns/net",
 		IfName: "eth0", Args: args, Config: json.RawMessage(conf)}
 	_, err := d.Call(context.Background(), req)
 	if err == nil {

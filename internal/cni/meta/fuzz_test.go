@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/rdmanet/rdmanet/internal/cni/meta/wire"
+	"github.com/rdmanet/rdmanet/internal/daemonclient"
 )
 
 // FuzzDaemonRequest feeds any bytes to the daemon's side of the shim
@@ -18,14 +18,14 @@ import (
 func FuzzDaemonRequest(f *testing.F) {
 	conf := `{"cniVersion":"1.0.0","name":"rdmanet","type":"rdmanet","clusterNetwork":"k8s-pod-network","cniDir":"/var/lib/cni/rdmanet",` +
 		`"source":{"type":"static","dir":"/m"}}`
-	for _, r := range []wire.Request{
-		{Version: wire.Version, Command: "ADD", ContainerID: "c0ffee0001", Netns: "/var/run/netns/p", IfName: "eth0",
+	for _, r := range []daemonclient.Request{
+		{Version: daemonclient.Version, Command: "ADD", ContainerID: "c0ffee0001", Netns: "/var/run/netns/p", IfName: "eth0",
 			Args: "IgnoreUnknown=1;K8S_POD_NAMESPACE=ai-training;K8S_POD_NAME=face-trainer-0;K8S_POD_INFRA_CONTAINER_ID=c0ffee0001;K8S_POD_UID=u1",
 			Path: "/opt/cni/bin", Config: json.RawMessage(conf), TimeoutMs: 120000},
-		{Version: wire.Version, Command: "DEL", ContainerID: "../../etc/x", IfName: "eth0", Config: json.RawMessage(`{}`)},
-		{Version: wire.Version, Command: "CHECK", ContainerID: "c1", IfName: "../x", Config: json.RawMessage(conf)},
-		{Version: wire.Version, Command: "ADD", ContainerID: "c1", IfName: "eth0", Args: "K8S_POD_NAMESPACE=..;K8S_POD_NAME=a/b", Config: json.RawMessage(conf)},
-		{Version: wire.Version, Command: "GC", Config: json.RawMessage(`{"cniVersion":"1.1.0","cni.dev/valid-attachments":[]}`)},
+		{Version: daemonclient.Version, Command: "DEL", ContainerID: "../../etc/x", IfName: "eth0", Config: json.RawMessage(`{}`)},
+		{Version: daemonclient.Version, Command: "CHECK", ContainerID: "c1", IfName: "../x", Config: json.RawMessage(conf)},
+		{Version: daemonclient.Version, Command: "ADD", ContainerID: "c1", IfName: "eth0", Args: "K8S_POD_NAMESPACE=..;K8S_POD_NAME=a/b", Config: json.RawMessage(conf)},
+		{Version: daemonclient.Version, Command: "GC", Config: json.RawMessage(`{"cniVersion":"1.1.0","cni.dev/valid-attachments":[]}`)},
 		{Version: 0, Command: "STATUS"},
 	} {
 		b, err := json.Marshal(r)
@@ -37,8 +37,8 @@ func FuzzDaemonRequest(f *testing.F) {
 	f.Add([]byte(`{"v":1,"command":"ADD","containerID":"c\u0000","ifName":"eth0","args":"=;;=x;K8S_POD_NAME"}`))
 	f.Add([]byte(`{"v":1,"command":"ADD","config":{"delegates":[{}],"clusterNetwork":"x","runtimeConfig":{"a":[1]}}}`))
 	f.Fuzz(func(t *testing.T, b []byte) {
-		var req wire.Request
-		if err := wire.Read(bytes.NewReader(b), &req); err != nil || req.Version != wire.Version {
+		var req daemonclient.Request
+		if err := daemonclient.Read(bytes.NewReader(b), &req); err != nil || req.Version != daemonclient.Version {
 			return
 		}
 		conf := ParseDelConfig(req.Config)

@@ -15,7 +15,7 @@ import (
 
 	"github.com/containernetworking/cni/pkg/types"
 
-	"github.com/rdmanet/rdmanet/internal/cni/meta/wire"
+	"github.com/rdmanet/rdmanet/internal/daemonclient"
 )
 
 // tree lists every path under root with its mode.
@@ -62,37 +62,37 @@ func TestCallRefusesEscapingNames(t *testing.T) {
 	podArgs := "IgnoreUnknown=1;K8S_POD_NAMESPACE=ai-training;K8S_POD_NAME=trainer-0"
 	tests := []struct {
 		name    string
-		req     wire.Request
+		req     daemonclient.Request
 		wantMsg []string
 	}{
-		{name: "ADD container id ../../etc/x", req: wire.Request{Command: "ADD", ContainerID: "../../etc/x", IfName: "eth0", Args: podArgs},
+		{name: "ADD container id ../../etc/x", req: daemonclient.Request{Command: "ADD", ContainerID: "../../etc/x", IfName: "eth0", Args: podArgs},
 			wantMsg: []string{"CNI_CONTAINERID", `"../../etc/x"`, "letters, digits"}},
-		{name: "ADD absolute container id", req: wire.Request{Command: "ADD", ContainerID: "/etc/passwd", IfName: "eth0", Args: podArgs},
+		{name: "ADD absolute container id", req: daemonclient.Request{Command: "ADD", ContainerID: "/etc/passwd", IfName: "eth0", Args: podArgs},
 			wantMsg: []string{"CNI_CONTAINERID", `"/etc/passwd"`}},
-		{name: "ADD container id with NUL", req: wire.Request{Command: "ADD", ContainerID: "c1\x00x", IfName: "eth0", Args: podArgs},
+		{name: "ADD container id with NUL", req: daemonclient.Request{Command: "ADD", ContainerID: "c1\x00x", IfName: "eth0", Args: podArgs},
 			wantMsg: []string{"CNI_CONTAINERID", "NUL"}},
-		{name: "ADD over-long container id", req: wire.Request{Command: "ADD", ContainerID: strings.Repeat("c", 4096), IfName: "eth0", Args: podArgs},
+		{name: "ADD over-long container id", req: daemonclient.Request{Command: "ADD", ContainerID: strings.Repeat("c", 4096), IfName: "eth0", Args: podArgs},
 			wantMsg: []string{"CNI_CONTAINERID", "4096 bytes"}},
-		{name: "ADD ifName ../x", req: wire.Request{Command: "ADD", ContainerID: "c1", IfName: "../x", Args: podArgs},
+		{name: "ADD ifName ../x", req: daemonclient.Request{Command: "ADD", ContainerID: "c1", IfName: "../x", Args: podArgs},
 			wantMsg: []string{"CNI_IFNAME", `"../x"`}},
-		{name: "ADD ifName empty", req: wire.Request{Command: "ADD", ContainerID: "c1", Args: podArgs},
+		{name: "ADD ifName empty", req: daemonclient.Request{Command: "ADD", ContainerID: "c1", Args: podArgs},
 			wantMsg: []string{"CNI_IFNAME", "empty"}},
-		{name: "ADD pod name escaping", req: wire.Request{Command: "ADD", ContainerID: "c1", IfName: "eth0", Args: "K8S_POD_NAMESPACE=ai-training;K8S_POD_NAME=../../../x"},
+		{name: "ADD pod name escaping", req: daemonclient.Request{Command: "ADD", ContainerID: "c1", IfName: "eth0", Args: "K8S_POD_NAMESPACE=ai-training;K8S_POD_NAME=../../../x"},
 			wantMsg: []string{"K8S_POD_NAME", `"../../../x"`, "DNS-1123"}},
-		{name: "ADD pod namespace escaping", req: wire.Request{Command: "ADD", ContainerID: "c1", IfName: "eth0", Args: "K8S_POD_NAMESPACE=..;K8S_POD_NAME=x"},
+		{name: "ADD pod namespace escaping", req: daemonclient.Request{Command: "ADD", ContainerID: "c1", IfName: "eth0", Args: "K8S_POD_NAMESPACE=..;K8S_POD_NAME=x"},
 			wantMsg: []string{"K8S_POD_NAMESPACE", `".."`}},
-		{name: "DEL container id ../../etc/x", req: wire.Request{Command: "DEL", ContainerID: "../../etc/x", IfName: "eth0"},
+		{name: "DEL container id ../../etc/x", req: daemonclient.Request{Command: "DEL", ContainerID: "../../etc/x", IfName: "eth0"},
 			wantMsg: []string{"CNI_CONTAINERID", `"../../etc/x"`}},
-		{name: "DEL container id ..", req: wire.Request{Command: "DEL", ContainerID: "..", IfName: "eth0"},
+		{name: "DEL container id ..", req: daemonclient.Request{Command: "DEL", ContainerID: "..", IfName: "eth0"},
 			wantMsg: []string{"CNI_CONTAINERID", `".."`}},
-		{name: "CHECK container id ../x", req: wire.Request{Command: "CHECK", ContainerID: "../x", IfName: "eth0"},
+		{name: "CHECK container id ../x", req: daemonclient.Request{Command: "CHECK", ContainerID: "../x", IfName: "eth0"},
 			wantMsg: []string{"CNI_CONTAINERID", `"../x"`}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			tc.req.Version, tc.req.Config = wire.Version, conf
-			var r wire.Response
-			if err := wire.Exchange(sock, 2*time.Second, 10*time.Second, tc.req, &r); err != nil {
+			tc.req.Version, tc.req.Config = daemonclient.Version, conf
+			var r daemonclient.Response
+			if err := daemonclient.Exchange(sock, 2*time.Second, 10*time.Second, tc.req, &r); err != nil {
 				t.Fatal(err)
 			}
 			if r.Error == nil {

@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/rdmanet/rdmanet/internal/cni/meta/wire"
+	"github.com/rdmanet/rdmanet/internal/daemonclient"
 )
 
 // FuzzServeConn sends any bytes to the plugin socket's connection handler
@@ -16,11 +16,11 @@ import (
 // that decodes as a PluginResponse, and a request that is not a whole valid
 // message of this protocol version is declined, never run.
 func FuzzServeConn(f *testing.F) {
-	for _, r := range []wire.PluginRequest{
-		{Version: wire.PluginVersion, Plugin: "sriov", Build: "b", Env: []string{"CNI_COMMAND=ADD", "CNI_CONTAINERID=c1", "CNI_IFNAME=net1", "CNI_ARGS=K8S_POD_NAME=p"},
+	for _, r := range []daemonclient.PluginRequest{
+		{Version: daemonclient.PluginVersion, Plugin: "sriov", Build: "b", Env: []string{"CNI_COMMAND=ADD", "CNI_CONTAINERID=c1", "CNI_IFNAME=net1", "CNI_ARGS=K8S_POD_NAME=p"},
 			Stdin: []byte(`{"cniVersion":"1.0.0","name":"n","type":"sriov"}`), TimeoutMs: 1000},
-		{Version: wire.PluginVersion + 1, Plugin: "rdma"},
-		{Version: wire.PluginVersion, Plugin: "rdmanet-ipam", Env: []string{"CNI_COMMAND", "=", "CNI_CONTAINERID=../../x"}, TimeoutMs: -5},
+		{Version: daemonclient.PluginVersion + 1, Plugin: "rdma"},
+		{Version: daemonclient.PluginVersion, Plugin: "rdmanet-ipam", Env: []string{"CNI_COMMAND", "=", "CNI_CONTAINERID=../../x"}, TimeoutMs: -5},
 	} {
 		b, _ := json.Marshal(r)
 		f.Add(b)
@@ -55,12 +55,12 @@ func FuzzServeConn(f *testing.F) {
 			t.Fatal(err)
 		}
 		_ = c.(*net.UnixConn).CloseWrite()
-		var resp wire.PluginResponse
-		if err := wire.Read(c, &resp); err != nil {
+		var resp daemonclient.PluginResponse
+		if err := daemonclient.Read(c, &resp); err != nil {
 			t.Fatalf("no answer that decodes: %v", err)
 		}
-		var req wire.PluginRequest
-		valid := json.Unmarshal(body, &req) == nil && req.Version == wire.PluginVersion
+		var req daemonclient.PluginRequest
+		valid := json.Unmarshal(body, &req) == nil && req.Version == daemonclient.PluginVersion
 		if !valid && resp.Declined == "" {
 			t.Fatalf("request %q was not declined: %+v", body, resp)
 		}

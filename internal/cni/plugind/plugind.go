@@ -1,6 +1,6 @@
 // Package plugind is rdmanet-daemon's plugin socket: exec'd rdmanet
 // delegate plugins (sriov, rdma, rdmanet-ipam, also as whereabouts) hand
-// their calls to it (package forward), and it runs them in-process with the
+// their calls to it (package daemonclient), and it runs them in-process with the
 // daemon's warm state (API clients, caches) — under the same request limits
 // and per-request deadlines as the meta shim's calls. A call it cannot run
 // as the binary would (another build, a failpoint that must kill a process)
@@ -20,9 +20,8 @@ import (
 
 	"github.com/containernetworking/cni/pkg/types"
 
-	"github.com/rdmanet/rdmanet/internal/cni/forward"
-	"github.com/rdmanet/rdmanet/internal/cni/meta/wire"
 	"github.com/rdmanet/rdmanet/internal/cni/sockserve"
+	"github.com/rdmanet/rdmanet/internal/daemonclient"
 	"github.com/rdmanet/rdmanet/internal/telemetry"
 )
 
@@ -99,17 +98,17 @@ func (s *Server) Serve(ctx context.Context) error {
 // serveConn answers one connection: read the request, run it, answer.
 func (s *Server) serveConn(c net.Conn) {
 	received := time.Now()
-	var req wire.PluginRequest
-	err := wire.Answer(c, s.or(s.ReadTimeout, DefaultReadTimeout), &req, func(readErr error) any {
+	var req daemonclient.PluginRequest
+	err := daemonclient.Answer(c, s.or(s.ReadTimeout, DefaultReadTimeout), &req, func(readErr error) any {
 		return s.handle(&req, readErr, received)
 	})
 	if err != nil {
 		s.Log.Warn("plugin socket: the plugin left before the answer", "plugin", req.Plugin,
-			"command", forward.Getenv(req.Env, "CNI_COMMAND"), "container", forward.Getenv(req.Env, "CNI_CONTAINERID"), "err", err)
+			"command", daemonclient.Getenv(req.Env, "CNI_COMMAND"), "container", daemonclient.Getenv(req.Env, "CNI_CONTAINERID"), "err", err)
 	}
 }
 
-func (s *Server) handle(req *wire.PluginRequest, readErr error, received time.Time) wire.PluginResponse {
+func (s *Server) handle(req *daemonclient.PluginRequest, readErr error, received time.Time) daemonclient.PluginResponse {
 	if readErr != nil {
 		// nothing was run: the plugin runs the call itself. An empty
 		// request is the readiness probe (rdmanet-daemon --probe): not a call.
@@ -117,16 +116,16 @@ func (s *Server) handle(req *wire.PluginRequest, readErr error, received time.Ti
 			s.Log.Warn("plugin socket: bad request declined", "err", readErr)
 			s.observe(req.Plugin, "", "error", "error", received)
 		}
-		return wire.PluginResponse{Declined: "bad request: " + readErr.Error()}
+		return daemonclient.PluginResponse{Declined: "bad request: " + readErr.Error()}
 	}
-	cmd := forward.Getenv(req.Env, "CNI_COMMAND")
-	log := s.Log.With(append([]any{"plugin", req.Plugin, "command", cmd, "ifname", forward.Getenv(req.Env, "CNI_IFNAME")},
-		telemetry.CNICallAttrs(forward.Getenv(req.Env, "CNI_CONTAINERID"), forward.Getenv(req.Env, "CNI_ARGS"))...)...)
-	if req.Version != wire.PluginVersion {
-		why := fmt.Sprintf("the daemon speaks plugin protocol v%d, the plugin sent v%d (install rdmanet's plugins and daemon of one release)", wire.PluginVersion, req.Version)
+	cmd := daemonclient.Getenv(req.Env, "CNI_COMMAND")
+	log := s.Log.With(append([]any{"plugin", req.Plugin, "command", cmd, "ifname", daemonclient.Getenv(req.Env, "CNI_IFNAME")},
+		telemetry.CNICallAttrs(daemonclient.Getenv(req.Env, "CNI_CONTAINERID"), daemonclient.Getenv(req.Env, "CNI_ARGS"))...)...)
+	if req.Version != daemonclient.PluginVersion {
+		why := fmt.Sprintf("the daemon speaks plugin protocol v%d, the plugin sent v%d (install rdmanet's plugins and daemon of one release)", daemonclient.PluginVersion, req.Version)
 		log.Warn("plugin call declined", "reason", why)
 		s.observe(req.Plugin, cmd, "declined", "ok", received)
-		return wire.PluginResponse{Declined: why}
+		return daemonclient.PluginResponse{Declined: why}
 	}
 	timeout := s.or(s.DefaultTimeout, DefaultTimeout)
 	if req.TimeoutMs > 0 {
@@ -142,20 +141,20 @@ func (s *Server) handle(req *wire.PluginRequest, readErr error, received time.Ti
 	case declined != "":
 		log.Info("plugin call declined: the plugin runs it itself", "reason", declined)
 		s.observe(req.Plugin, cmd, "declined", "ok", received)
-		return wire.PluginResponse{Declined: declined}
+		return daemonclient.PluginResponse{Declined: declined}
 	case err != nil:
 		te := asCNIError(err)
 		log.Warn("plugin call served by the daemon: failed", "path", "daemon", "took", time.Since(received), "code", te.Code, "err", te.Msg)
 		s.observe(req.Plugin, cmd, "daemon", "error", received)
-		return wire.PluginResponse{Error: te}
+		return daemonclient.PluginResponse{Error: te}
 	}
 	log.Info("plugin call served by the daemon", "path", "daemon", "took", time.Since(received))
 	s.observe(req.Plugin, cmd, "daemon", "ok", received)
-	return wire.PluginResponse{Stdout: out}
+	return daemonclient.PluginResponse{Stdout: out}
 }
 
 // safeServe is Runner.Serve with a panic turned into this call's error.
-func (s *Server) safeServe(ctx context.Context, req *wire.PluginRequest) (out []byte, declined string, err error) {
+func (s *Server) safeServe(ctx context.Context, req *daemonclient.PluginRequest) (out []byte, declined string, err error) {
 	defer func() {
 		if r := recover(); r != nil {
 			s.Log.Error("plugin call panicked", "plugin", req.Plugin, "panic", fmt.Sprint(r), "stack", string(debug.Stack()))

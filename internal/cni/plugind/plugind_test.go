@@ -15,7 +15,7 @@ import (
 
 	"github.com/containernetworking/cni/pkg/types"
 
-	"github.com/rdmanet/rdmanet/internal/cni/meta/wire"
+	"github.com/rdmanet/rdmanet/internal/daemonclient"
 )
 
 type fakeRunner struct {
@@ -86,7 +86,7 @@ func serve(t *testing.T, r Runner, obs Observer) string {
 	return sock
 }
 
-func roundTrip(t *testing.T, sock string, body []byte) wire.PluginResponse {
+func roundTrip(t *testing.T, sock string, body []byte) daemonclient.PluginResponse {
 	t.Helper()
 	c, err := net.Dial("unix", sock)
 	if err != nil {
@@ -97,15 +97,15 @@ func roundTrip(t *testing.T, sock string, body []byte) wire.PluginResponse {
 		t.Fatal(err)
 	}
 	_ = c.(*net.UnixConn).CloseWrite()
-	var r wire.PluginResponse
-	if err := wire.Read(c, &r); err != nil {
+	var r daemonclient.PluginResponse
+	if err := daemonclient.Read(c, &r); err != nil {
 		t.Fatal(err)
 	}
 	return r
 }
 
 func request(v int) []byte {
-	b, _ := json.Marshal(wire.PluginRequest{Version: v, Plugin: "sriov", Env: []string{"CNI_COMMAND=ADD", "CNI_CONTAINERID=c1"}, Stdin: []byte("{}"), TimeoutMs: 10000})
+	b, _ := json.Marshal(daemonclient.PluginRequest{Version: v, Plugin: "sriov", Env: []string{"CNI_COMMAND=ADD", "CNI_CONTAINERID=c1"}, Stdin: []byte("{}"), TimeoutMs: 10000})
 	return b
 }
 
@@ -119,14 +119,14 @@ func TestServer(t *testing.T) {
 		stdout   string
 		observed string
 	}{
-		{name: "served", runner: &fakeRunner{out: []byte("result")}, body: request(wire.PluginVersion), stdout: "result", observed: "sriov ADD daemon ok"},
-		{name: "CNI error", runner: &fakeRunner{err: types.NewError(types.ErrInvalidNetworkConfig, "bad", "")}, body: request(wire.PluginVersion), code: types.ErrInvalidNetworkConfig, observed: "sriov ADD daemon error"},
-		{name: "plain error is internal", runner: &fakeRunner{err: errors.New("x")}, body: request(wire.PluginVersion), code: types.ErrInternal, observed: "sriov ADD daemon error"},
-		{name: "panic is this call's error", runner: &fakeRunner{panic: true}, body: request(wire.PluginVersion), code: types.ErrInternal, observed: "sriov ADD daemon error"},
-		{name: "declined by the runner", runner: &fakeRunner{declined: "other build"}, body: request(wire.PluginVersion), declined: true, observed: "sriov ADD declined ok"},
-		{name: "other protocol version declined", runner: &fakeRunner{out: []byte("never")}, body: request(wire.PluginVersion + 1), declined: true, observed: "sriov ADD declined ok"},
+		{name: "served", runner: &fakeRunner{out: []byte("result")}, body: request(daemonclient.PluginVersion), stdout: "result", observed: "sriov ADD daemon ok"},
+		{name: "CNI error", runner: &fakeRunner{err: types.NewError(types.ErrInvalidNetworkConfig, "bad", "")}, body: request(daemonclient.PluginVersion), code: types.ErrInvalidNetworkConfig, observed: "sriov ADD daemon error"},
+		{name: "plain error is internal", runner: &fakeRunner{err: errors.New("x")}, body: request(daemonclient.PluginVersion), code: types.ErrInternal, observed: "sriov ADD daemon error"},
+		{name: "panic is this call's error", runner: &fakeRunner{panic: true}, body: request(daemonclient.PluginVersion), code: types.ErrInternal, observed: "sriov ADD daemon error"},
+		{name: "declined by the runner", runner: &fakeRunner{declined: "other build"}, body: request(daemonclient.PluginVersion), declined: true, observed: "sriov ADD declined ok"},
+		{name: "other protocol version declined", runner: &fakeRunner{out: []byte("never")}, body: request(daemonclient.PluginVersion + 1), declined: true, observed: "sriov ADD declined ok"},
 		{name: "bad request declined", runner: &fakeRunner{out: []byte("never")}, body: []byte("{"), declined: true, observed: "  error error"},
-		{name: "too large declined", runner: &fakeRunner{out: []byte("never")}, body: []byte(strings.Repeat(" ", wire.MaxMessage+10)), declined: true, observed: "  error error"},
+		{name: "too large declined", runner: &fakeRunner{out: []byte("never")}, body: []byte(strings.Repeat(" ", daemonclient.MaxMessage+10)), declined: true, observed: "  error error"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -157,7 +157,7 @@ func TestServer(t *testing.T) {
 func TestServerDeadline(t *testing.T) {
 	f := &fakeRunner{out: []byte("x"), deadline: make(chan time.Duration, 1)}
 	sock := serve(t, f, nil)
-	_ = roundTrip(t, sock, request(wire.PluginVersion)) // TimeoutMs 10s
+	_ = roundTrip(t, sock, request(daemonclient.PluginVersion)) // TimeoutMs 10s
 	if d := <-f.deadline; d > 9*time.Second || d < 8*time.Second {
 		t.Errorf("call deadline in %v, want about 9s (10s less the 1s margin)", d)
 	}

@@ -6,8 +6,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/rdmanet/rdmanet/internal/cni/forward"
 	"github.com/rdmanet/rdmanet/internal/cni/plugind"
+	"github.com/rdmanet/rdmanet/internal/daemonclient"
 	"github.com/rdmanet/rdmanet/internal/telemetry"
 	"github.com/rdmanet/rdmanet/test/syncbuf"
 )
@@ -39,7 +39,7 @@ func TestServedADDsReadsTheDaemonsLog(t *testing.T) {
 	}
 	for _, c := range []struct{ cmd, id string }{{"ADD", "c-add"}, {"DEL", "c-del"}, {"ADD", "c-add-2"}} {
 		env := []string{"CNI_COMMAND=" + c.cmd, "CNI_CONTAINERID=" + c.id, "CNI_IFNAME=net1", "CNI_ARGS=K8S_POD_NAME=p;K8S_POD_NAMESPACE=ns"}
-		if r := forward.Call(sock, "rdmanet-ipam", c.cmd, []byte("{}"), env, "build"); r.Outcome != forward.Answered {
+		if r := daemonclient.Call(sock, "rdmanet-ipam", c.cmd, []byte("{}"), env, "build"); r.Outcome != daemonclient.Answered {
 			t.Fatalf("%s %s not answered: %s", c.cmd, c.id, r.Reason)
 		}
 	}

@@ -17,8 +17,7 @@ import (
 	"github.com/containernetworking/cni/pkg/types"
 	"github.com/containernetworking/cni/pkg/version"
 
-	"github.com/rdmanet/rdmanet/internal/cni/forward"
-	"github.com/rdmanet/rdmanet/internal/cni/meta/wire"
+	"github.com/rdmanet/rdmanet/internal/daemonclient"
 )
 
 // DirectBinary is the per-call plugin the shim falls back to.
@@ -53,7 +52,7 @@ func Main() {
 var errNoDaemon = errors.New("daemon not reachable")
 
 func call(cmd string, a *skel.CmdArgs) error {
-	var conf wire.Conf
+	var conf daemonclient.Conf
 	if err := json.Unmarshal(a.StdinData, &conf); err != nil {
 		if cmd == "DEL" || cmd == "GC" {
 			// rdmanet-direct's DEL works from its cache whatever the config
@@ -79,7 +78,7 @@ func call(cmd string, a *skel.CmdArgs) error {
 }
 
 // budget is how long the daemon may take for cmd, per the config.
-func budget(cmd string, conf wire.Conf) time.Duration {
+func budget(cmd string, conf daemonclient.Conf) time.Duration {
 	parse := func(v string, def time.Duration) time.Duration {
 		if d, err := time.ParseDuration(v); err == nil && d > 0 {
 			return d
@@ -92,7 +91,7 @@ func budget(cmd string, conf wire.Conf) time.Duration {
 	return parse(conf.AddTimeout, DefaultAddTimeout)
 }
 
-func viaDaemon(cmd string, a *skel.CmdArgs, conf wire.Conf) (json.RawMessage, error) {
+func viaDaemon(cmd string, a *skel.CmdArgs, conf daemonclient.Conf) (json.RawMessage, error) {
 	socket := conf.DaemonSocket
 	if _, err := os.Stat(socket); err != nil {
 		return nil, fmt.Errorf("%w: %v", errNoDaemon, err)
@@ -102,11 +101,11 @@ func viaDaemon(cmd string, a *skel.CmdArgs, conf wire.Conf) (json.RawMessage, er
 	if cmd == "ADD" {
 		wait += budget("DEL", conf) // a timed-out ADD rolls back before it answers
 	}
-	var r wire.Response
-	err := wire.Exchange(socket, DialTimeout, wait, wire.Request{Version: wire.Version, Command: cmd, ContainerID: a.ContainerID, Netns: a.Netns,
+	var r daemonclient.Response
+	err := daemonclient.Exchange(socket, DialTimeout, wait, daemonclient.Request{Version: daemonclient.Version, Command: cmd, ContainerID: a.ContainerID, Netns: a.Netns,
 		IfName: a.IfName, Args: a.Args, Path: a.Path, Config: a.StdinData, TimeoutMs: limit.Milliseconds()}, &r)
 	switch {
-	case errors.Is(err, wire.ErrNotSent):
+	case errors.Is(err, daemonclient.ErrNotSent):
 		// nothing was sent: running the call per process cannot run it twice
 		return nil, fmt.Errorf("%w: %v", errNoDaemon, err)
 	case err != nil:
@@ -127,8 +126,8 @@ func tryAgain(socket, cmd string, a *skel.CmdArgs, err error) error {
 // direct becomes rdmanet-direct (exec) with the same environment and
 // config, so the runtime gets its output and exit status. Without rdmanet-direct, a DEL
 // or GC with nothing to clean up (no cache of the container) succeeds.
-func direct(cmd string, a *skel.CmdArgs, conf wire.Conf) error {
-	bin, err := forward.Find(DirectBinary, a.Path)
+func direct(cmd string, a *skel.CmdArgs, conf daemonclient.Conf) error {
+	bin, err := daemonclient.Find(DirectBinary, a.Path)
 	if err != nil {
 		err = fmt.Errorf("rdmanet: no daemon configured or reachable, and %w, or start the rdmanet daemon", err)
 		if (cmd == "DEL" && nothingCached(conf, a.ContainerID)) || cmd == "GC" {
@@ -138,7 +137,7 @@ func direct(cmd string, a *skel.CmdArgs, conf wire.Conf) error {
 		return types.NewError(types.ErrInternal, err.Error(), "")
 	}
 	// replaces this process; returns only when rdmanet-direct cannot start
-	err = forward.Exec(bin, nil, a.StdinData)
+	err = daemonclient.Exec(bin, nil, a.StdinData)
 	return types.NewError(types.ErrInternal, err.Error(), "")
 }
 
@@ -148,7 +147,7 @@ const DefaultCNIDir = "/var/lib/cni/rdmanet"
 
 // nothingCached reports whether neither the meta plugin's cache nor
 // libcni's (under cniDir) has anything of the container.
-func nothingCached(conf wire.Conf, containerID string) bool {
+func nothingCached(conf daemonclient.Conf, containerID string) bool {
 	dir := conf.CNIDir
 	if dir == "" {
 		dir = DefaultCNIDir
