@@ -11,7 +11,7 @@ import (
 // initialisation) must not come with it.
 func TestNoHeavyDeps(t *testing.T) {
 	depcheck.Forbid(t, "rdmanet-direct", []depcheck.Rule{
-		{Name: "prometheus client", Prefix: "github.com/prometheus/", Why: "the daemon's metrics live in internal/cni/meta/metrics, linked by rdmanet-daemon only"},
-		{Name: "daemon metrics", Prefix: "github.com/rdmanet/rdmanet/internal/cni/meta/metrics", Why: "daemon only"},
+		{Name: "prometheus client", Prefix: "github.com/prometheus/", Why: "the daemon's metrics live in internal/daemon/metrics, linked by rdmanet-daemon only"},
+		{Name: "daemon metrics", Prefix: "github.com/rdmanet/rdmanet/internal/daemon/metrics", Why: "daemon only"},
 	})
 }
