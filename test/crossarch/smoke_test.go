@@ -22,9 +22,9 @@ import (
 	"time"
 
 	"github.com/rdmanet/rdmanet/internal/image"
+	"github.com/rdmanet/rdmanet/internal/sysfsfixture"
 	"github.com/rdmanet/rdmanet/internal/version"
 	"github.com/rdmanet/rdmanet/test/apiserver"
-	"github.com/rdmanet/rdmanet/test/sysfsfixture"
 )
 
 // qemu finds the aarch64 user-mode emulator (RDMANET_QEMU_AARCH64 wins).
@@ -66,6 +66,38 @@ func run(t *testing.T, prefix []string, bin string, args ...string) result {
 	return result{}
 }
 
+// emulateSiblings makes the thin plugins' exec fallback work under
+// user-mode emulation without binfmt_misc: a thin plugin (rdma, sriov,
+// rdmanet-ipam, ...) runs its "<name>-direct" sibling next to its own
+// executable, and an emulated process cannot execve an arm64 ELF. Each
+// "-direct" binary moves to a directory of its own and its place in dir is
+// taken by a script that runs it under qemu, so the emulated thin plugin's
+// exec reaches the emulated arm64 direct binary. Returns where each moved
+// binary is now.
+func emulateSiblings(t *testing.T, qemu, dir string, names []string) map[string]string {
+	t.Helper()
+	realDir := dir + "-direct"
+	if err := os.MkdirAll(realDir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	moved := map[string]string{}
+	for _, n := range names {
+		if !strings.HasSuffix(n, "-direct") {
+			continue
+		}
+		to := filepath.Join(realDir, n)
+		if err := os.Rename(filepath.Join(dir, n), to); err != nil {
+			t.Fatal(err)
+		}
+		script := "#!/bin/sh\nexec '" + qemu + "' '" + to + "' \"$@\"\n"
+		if err := os.WriteFile(filepath.Join(dir, n), []byte(script), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		moved[n] = to
+	}
+	return moved
+}
+
 func TestArm64Smoke(t *testing.T) {
 	if runtime.GOARCH == "arm64" {
 		t.Fatal("this machine is arm64: the smoke test compares an emulated arm64 build with this machine's build")
@@ -93,7 +125,11 @@ func TestArm64Smoke(t *testing.T) {
 			}
 		}
 	}
+	real := emulateSiblings(t, q, dirs["arm64"], names)
 	arm := func(t *testing.T, bin string, args ...string) result {
+		if p, ok := real[bin]; ok {
+			return run(t, []string{q}, p, args...)
+		}
 		return run(t, []string{q}, filepath.Join(dirs["arm64"], bin), args...)
 	}
 	host := func(t *testing.T, bin string, args ...string) result {
