@@ -11,8 +11,11 @@ import (
 	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
 	toolscache "k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/tools/events"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 
+	"github.com/rdmanet/rdmanet/internal/devinfo"
+	"github.com/rdmanet/rdmanet/internal/guidpool"
 	"github.com/rdmanet/rdmanet/internal/ipam"
 	"github.com/rdmanet/rdmanet/internal/ipam/gc"
 )
@@ -51,6 +54,11 @@ type IPAMGC struct {
 	Now func() time.Time
 	// NodeQuarantine: see node loss above (0: DefaultNodeQuarantine).
 	NodeQuarantine time.Duration
+	// GUIDHooks are the GUID pools' subnet-manager hooks by IPAM network
+	// (LoadGUIDHooks): run before the GC frees a GUID (guidhook.go).
+	GUIDHooks map[string]guidpool.HookRunner
+	// Recorder emits the Warning Events of failed GUID hooks (nil: none).
+	Recorder events.EventRecorder
 
 	mu      sync.Mutex
 	pending map[gc.PodRef]queued
@@ -58,6 +66,9 @@ type IPAMGC struct {
 	// byNode holds the live (scheduled, not terminal, not hostNetwork)
 	// pods of each node, from the pod events.
 	byNode map[string]map[gc.PodRef]bool
+	// guids holds what the network-status of pods with GUIDs said about
+	// them (PKey, network), for the hook (guidhook.go).
+	guids map[gc.PodRef]map[string]devinfo.PodGUID
 }
 
 // DefaultNodeQuarantine is Kubernetes' pod GC's quarantine of orphaned
@@ -149,6 +160,7 @@ func (g *IPAMGC) track(p *corev1.Pod, deleted bool) {
 	ref := gc.PodRef{Namespace: p.Namespace, Name: p.Name, UID: string(p.UID)}
 	g.mu.Lock()
 	defer g.mu.Unlock()
+	g.rememberGUIDs(p, ref)
 	if g.byNode == nil {
 		g.byNode = map[string]map[gc.PodRef]bool{}
 	}
@@ -368,7 +380,7 @@ func (g *IPAMGC) releaseQueued(ctx context.Context) error {
 	for ref, q := range batch {
 		gone[ref] = q.reason
 	}
-	rep, err := gc.ReleasePods(ctx, gc.Options{Store: g.Store}, gone)
+	rep, err := gc.ReleasePods(ctx, gc.Options{Store: g.Store, BeforeRelease: g.beforeRelease}, gone)
 	done := g.now()
 	for _, r := range rep.Released {
 		ref := gc.PodRef{Namespace: r.Holder.PodNamespace, Name: r.Holder.PodName, UID: r.Holder.PodUID}
@@ -385,13 +397,14 @@ func (g *IPAMGC) releaseQueued(ctx context.Context) error {
 		return err
 	}
 	gcMetrics.passes.WithLabelValues("event", "ok").Inc()
+	g.forgetGUIDs(batch)
 	return nil
 }
 
 // sweep runs one full gc.Run pass.
 func (g *IPAMGC) sweep(ctx context.Context) {
 	start := g.now()
-	rep, err := gc.Run(ctx, gc.Options{Store: g.Store, Cluster: g.Cluster, Grace: g.Grace, Now: g.Now})
+	rep, err := gc.Run(ctx, gc.Options{Store: g.Store, Cluster: g.Cluster, Grace: g.Grace, Now: g.Now, BeforeRelease: g.beforeRelease})
 	for _, r := range rep.Released {
 		gcMetrics.released.WithLabelValues(reasonLabel(r.Reason), "sweep").Inc()
 		g.Log.Info("released address", "address", r.Address, "network", r.Network, "block", r.Block,

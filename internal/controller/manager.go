@@ -12,6 +12,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"maps"
 	"net"
 	"path/filepath"
 	"strconv"
@@ -32,6 +33,7 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 	crwebhook "sigs.k8s.io/controller-runtime/pkg/webhook"
 
+	"github.com/rdmanet/rdmanet/internal/guidpool"
 	"github.com/rdmanet/rdmanet/internal/ipam"
 	"github.com/rdmanet/rdmanet/internal/ipam/gc"
 	"github.com/rdmanet/rdmanet/internal/telemetry"
@@ -77,6 +79,11 @@ type Options struct {
 	WebhookPort int    // --webhook-port: the webhook server's TLS port
 	CertDir     string // --cert-dir: the serving key pair (tls.crt, tls.key)
 	ManageCerts bool   // --manage-certs: own CA, Secret and caBundle (false: cert-manager)
+	// GUIDPoolConfigs (--guid-pool-config, repeatable): GUID pool config
+	// files whose hooks run when the IPAM GC frees a GUID (guidhook.go).
+	GUIDPoolConfigs []string
+	// GUIDHooks are added to the hooks of GUIDPoolConfigs (tests, embedders).
+	GUIDHooks map[string]guidpool.HookRunner
 
 	// Namespace of the Lease and the agent ConfigMap ("" = DefaultNamespace).
 	Namespace string
@@ -122,6 +129,13 @@ func ParseFlags(args []string, output io.Writer) (Options, error) {
 	fs.IntVar(&o.WebhookPort, "webhook-port", DefaultWebhookPort, "TLS port of the webhook server (the Service "+webhook.DefaultServiceName+" targets it)")
 	fs.StringVar(&o.CertDir, "cert-dir", webhook.DefaultCertDir, "directory of the webhook server's tls.crt and tls.key (with --manage-certs the controller writes them there)")
 	fs.BoolVar(&o.ManageCerts, "manage-certs", true, "create and rotate a self-signed CA and serving certificate (Secret "+webhook.DefaultNamespace+"/"+webhook.DefaultSecretName+") and patch its CA into the webhook configurations; false when cert-manager's CA injector provides them (mount its Secret at --cert-dir)")
+	fs.Func("guid-pool-config", "a GUID pool config file (the nodes' guid-pool.json, docs/infiniband.md; repeatable, one per pool): when the IPAM GC frees a GUID of that pool (its pod gone without a DEL), the pool's hook runs here first, with the release event; the GUID stays allocated until the hook succeeds", func(s string) error {
+		if !filepath.IsAbs(s) {
+			return fmt.Errorf("%q: must be an absolute path; fix: e.g. --guid-pool-config=/etc/rdmanet/guid-pool.json", s)
+		}
+		o.GUIDPoolConfigs = append(o.GUIDPoolConfigs, s)
+		return nil
+	})
 	fs.BoolVar(&o.Version, "version", false, "print the version and exit")
 	fs.Usage = func() {
 		fmt.Fprint(fs.Output(), `rdmanet-controller runs rdmanet's cluster-wide loops (docs/controller.md):
@@ -302,6 +316,14 @@ func NewManager(o Options) (ctrl.Manager, error) {
 	if err != nil {
 		return nil, fmt.Errorf("rdmanet-controller: %w", err)
 	}
+	hooks, warnings, err := LoadGUIDHooks(o.GUIDPoolConfigs)
+	if err != nil {
+		return nil, fmt.Errorf("rdmanet-controller: %w", err)
+	}
+	for _, w := range warnings {
+		o.Logger.Info("warning: " + w)
+	}
+	maps.Copy(hooks, o.GUIDHooks)
 	g := &IPAMGC{
 		Store:         store,
 		Cluster:       cluster,
@@ -309,6 +331,8 @@ func NewManager(o Options) (ctrl.Manager, error) {
 		SweepInterval: o.SweepInterval,
 		Grace:         o.Grace,
 		Log:           o.Logger.WithName("ipam-gc"),
+		GUIDHooks:     hooks,
+		Recorder:      mgr.GetEventRecorder(LeaseName),
 	}
 	if err := mgr.Add(g); err != nil {
 		return nil, fmt.Errorf("rdmanet-controller: add ipam gc: %w", err)

@@ -9,7 +9,8 @@ import (
 // object, and from pods everything the GC does not read, so the cache of
 // every pod in the cluster stays small. The manager's cached client thus
 // returns pods with only their identity (namespace, name, UID, labels,
-// deletion timestamp), spec.nodeName, spec.hostNetwork and status.phase:
+// deletion timestamp), spec.nodeName, spec.hostNetwork and status.phase
+// (and the network-status of pods with InfiniBand GUIDs, guidhook.go):
 // code needing whole pods reads them with mgr.GetAPIReader().
 func stripObject(obj any) (any, error) {
 	p, ok := obj.(*corev1.Pod)
@@ -20,6 +21,7 @@ func stripObject(obj any) (any, error) {
 	out.Namespace, out.Name, out.UID = p.Namespace, p.Name, p.UID
 	out.ResourceVersion, out.Generation = p.ResourceVersion, p.Generation
 	out.Labels = p.Labels
+	out.Annotations = keepIBStatus(p)
 	out.DeletionTimestamp = p.DeletionTimestamp
 	out.Spec.NodeName = p.Spec.NodeName
 	out.Spec.HostNetwork = p.Spec.HostNetwork

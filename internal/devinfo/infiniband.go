@@ -132,22 +132,27 @@ func ParseNetworkStatus(annotation string) ([]NetworkStatus, error) {
 	return out, nil
 }
 
+// PodGUID is what a pod's network-status says about one of its own GUIDs.
+type PodGUID struct {
+	PKey    string // "" when the network has none
+	Network string // the entry's name: <namespace>/<NAD>
+}
+
 // PodGUIDs returns the pod's own GUIDs (ib-sriov attachments) in a
-// network-status annotation with their PKeys ("" when the network has
-// none), keyed by the GUID in `ip link` form. An unreadable annotation
-// gives none.
-func PodGUIDs(annotation string) map[string]string {
+// network-status annotation with their PKeys and networks, keyed by the
+// GUID in `ip link` form. An unreadable annotation gives none.
+func PodGUIDs(annotation string) map[string]PodGUID {
 	sts, err := ParseNetworkStatus(annotation)
 	if err != nil {
 		return nil
 	}
-	var out map[string]string
+	var out map[string]PodGUID
 	for _, s := range sts {
 		if ib := s.InfiniBand; ib != nil && ib.Plugin == TypeIBSriov && ib.GUID != "" {
 			if out == nil {
-				out = map[string]string{}
+				out = map[string]PodGUID{}
 			}
-			out[ib.GUID] = ib.PKey
+			out[ib.GUID] = PodGUID{PKey: ib.PKey, Network: s.Name}
 		}
 	}
 	return out

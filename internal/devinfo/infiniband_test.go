@@ -96,7 +96,7 @@ func TestNetworkStatusExtension(t *testing.T) {
 		t.Fatalf("round trip: %+v %v", back, err)
 	}
 	got := PodGUIDs(s)
-	if want := map[string]string{"02:00:00:00:00:00:00:01": "0x8005"}; !reflect.DeepEqual(got, want) {
+	if want := map[string]PodGUID{"02:00:00:00:00:00:00:01": {PKey: "0x8005", Network: "ai-training/ib-training"}}; !reflect.DeepEqual(got, want) {
 		t.Errorf("PodGUIDs = %v, want %v (the ipoib port GUID is shared, not the pod's)", got, want)
 	}
 	if got := PodGUIDs("not json"); got != nil {

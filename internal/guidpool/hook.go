@@ -26,7 +26,10 @@ type HookEvent struct {
 	PodUID       string
 	Network      string // the NAD's network name
 	Node         string
-	DeviceID     string // the VF's PCI address
+	DeviceID     string // the VF's PCI address ("" on a release by the controller's GC)
+	// Reason is why the controller's GC released the GUID (the pod is gone,
+	// terminated, its node is gone; "" on the node's DEL and on allocate).
+	Reason string
 }
 
 // Env is the hook's environment: RDMANET_HOOK_ACTION, RDMANET_GUID, ...
@@ -41,6 +44,7 @@ func (e HookEvent) Env() []string {
 		"RDMANET_NETWORK=" + e.Network,
 		"RDMANET_NODE=" + e.Node,
 		"RDMANET_DEVICE_ID=" + e.DeviceID,
+		"RDMANET_RELEASE_REASON=" + e.Reason,
 	}
 }
 

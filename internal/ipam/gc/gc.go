@@ -51,6 +51,13 @@ type Options struct {
 	Grace time.Duration
 	// Now is the clock allocation ages are measured with (nil: time.Now).
 	Now func() time.Time
+	// BeforeRelease, when set, is called for every allocation the pass is
+	// about to release (not in a dry run), before its block is written. An
+	// error keeps the allocation (counted in Kept and Held) and is returned,
+	// joined, with the pass's other errors: a later pass tries again. The
+	// controller runs the GUID pool's subnet-manager hook here, so a GUID is
+	// free for reuse only once the fabric manager was told.
+	BeforeRelease func(ctx context.Context, r Release) error
 }
 
 // DefaultGrace is the grace period of Options.Grace 0 and of the CLIs.
@@ -93,6 +100,8 @@ type Report struct {
 	Young int
 	// Reserved counts reservations (gateways), which GC always keeps.
 	Reserved int
+	// Held counts the allocations kept because Options.BeforeRelease failed.
+	Held int
 }
 
 // Reasons.
@@ -209,7 +218,16 @@ func walk(ctx context.Context, opts Options, blocks []v1alpha1.IPAMBlock, rep *R
 				rep.Kept++
 				continue
 			}
-			rel = append(rel, Release{Block: b.Name, Address: addr, Holder: a, Reason: reason, Network: b.Spec.Network, BlockNode: b.Spec.Node})
+			r := Release{Block: b.Name, Address: addr, Holder: a, Reason: reason, Network: b.Spec.Network, BlockNode: b.Spec.Node}
+			if opts.BeforeRelease != nil && !opts.DryRun {
+				if err := opts.BeforeRelease(ctx, r); err != nil {
+					rep.Kept++
+					rep.Held++
+					errs = append(errs, fmt.Errorf("rdmanet-ipam gc: block %s: %s of pod %s/%s kept: %w", b.Name, addr, a.PodNamespace, a.PodName, err))
+					continue
+				}
+			}
+			rel = append(rel, r)
 		}
 		gone := nodeGone != nil && nodeGone(b)
 		if len(rel) == 0 && !gone {
