@@ -267,4 +267,3 @@ func (s *sampler) Stop() (peak, failed int) {
 	<-s.done
 	return s.max, s.errs
 }
-

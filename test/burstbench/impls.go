@@ -286,4 +286,3 @@ func FindTool(t testing.TB, name string) string {
 	t.Fatalf("%s not found in %s: build it with hack/build-multus-thick.sh (make multus-thick-tool)", name, strings.Join(dirs, ", "))
 	return ""
 }
-
