@@ -26,6 +26,20 @@ const (
 // AllModes is every mode the demo knows.
 var AllModes = []string{ModeExclusive, ModeShared, ModeHost}
 
+// InfiniBand variants of the exclusive and shared modes (issue 28): their
+// manifests are loaded (ib-*.yaml) but Run does not build IB nodes yet, so
+// they are not in AllModes.
+const (
+	ModeIBExclusive = "ib-exclusive" // ib-sriov VFs with GUIDs from the pool
+	ModeIBShared    = "ib-shared"    // an IPoIB child of the shared IB port
+)
+
+// IB resources of the IB manifests.
+const (
+	IBExclusiveResource = "mellanox.com/mlnx_sriov_rdma_ib"
+	IBSharedResource    = "rdma/rdma_shared_device_ib"
+)
+
 // manifestFiles are the manifests the demo runs on its simulated nodes: the
 // seed scenarios' pool configs, NADs and pod templates. They are embedded so
 // the demo binary works outside the source tree.
@@ -38,7 +52,11 @@ type Manifests struct {
 	SriovConfig  []byte // SR-IOV device plugin ConfigMap (exclusive pool)
 	SharedConfig []byte // NicClusterPolicy (shared pool)
 	NADs         []byte // the NetworkAttachmentDefinitions, multi-document
-	templates    map[string]*corev1.Pod
+	// The InfiniBand variants, as ib-sriov-cni and ipoib-cni users write them.
+	IBSriovConfig  []byte // SR-IOV device plugin ConfigMap (IB VFs, linkTypes infiniband)
+	IBSharedConfig []byte // NicClusterPolicy (the shared IB port)
+	IBNADs         []byte // ib-sriov and ipoib NetworkAttachmentDefinitions
+	templates      map[string]*corev1.Pod
 }
 
 var docSep = regexp.MustCompile(`(?m)^---\s*$`)
@@ -77,7 +95,23 @@ func loadManifests(fsys fs.FS) (*Manifests, error) {
 		nads = append(nads, b)
 	}
 	m.NADs = bytes.Join(nads, []byte("\n---\n"))
-	for mode, f := range map[string]string{ModeExclusive: "exclusive-job.yaml", ModeShared: "shared-job.yaml", ModeHost: "host-pod.yaml"} {
+	if m.IBSriovConfig, err = read("ib-sriovdp-config.yaml"); err != nil {
+		return nil, err
+	}
+	if m.IBSharedConfig, err = read("ib-nicclusterpolicy.yaml"); err != nil {
+		return nil, err
+	}
+	nads = nil
+	for _, f := range []string{"ib-exclusive-nad.yaml", "ib-shared-nad.yaml"} {
+		b, err := read(f)
+		if err != nil {
+			return nil, err
+		}
+		nads = append(nads, b)
+	}
+	m.IBNADs = bytes.Join(nads, []byte("\n---\n"))
+	for mode, f := range map[string]string{ModeExclusive: "exclusive-job.yaml", ModeShared: "shared-job.yaml", ModeHost: "host-pod.yaml",
+		ModeIBExclusive: "ib-exclusive-job.yaml", ModeIBShared: "ib-shared-job.yaml"} {
 		b, err := read(f)
 		if err != nil {
 			return nil, err
