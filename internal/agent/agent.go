@@ -7,14 +7,12 @@ package agent
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"maps"
 	"os"
 	"path/filepath"
 	"slices"
-	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -100,96 +98,6 @@ func (o *Options) defaults() {
 type Snapshot struct {
 	Node  *inventory.Node
 	Pools []*deviceplugin.Pool
-}
-
-// ConfigWarning is a warning of one pool configuration file: input the
-// upstream plugins accept, and so does rdmanet, that is probably not what
-// its author meant (a key in another case, an unknown key, a pool rdmanet
-// skips, a selector value that never matches).
-type ConfigWarning struct {
-	File string `json:"file"`
-	// Pool is the pool's resource name, "" for a warning about the file.
-	Pool    string `json:"pool,omitempty"`
-	Field   string `json:"field,omitempty"`
-	Value   string `json:"value,omitempty"`
-	Message string `json:"message"` // the whole warning, as config.Warning.String
-}
-
-// SkippedPool is a pool of a configuration file that rdmanet does not serve
-// (an accelerator, auxNetDevice, vhost-net, vDPA, DDP, pKeys ... pool).
-type SkippedPool struct {
-	File     string `json:"file"`
-	Resource string `json:"resource"`
-	Reason   string `json:"reason"`
-}
-
-// Config is what the pool configuration files give.
-type Config struct {
-	Pools    []config.Pool
-	Skipped  []SkippedPool
-	Warnings []ConfigWarning
-}
-
-// LoadConfig reads and merges the pool configuration files, dropping the
-// warnings; LoadConfigFiles keeps them.
-func LoadConfig(paths []string) ([]config.Pool, error) {
-	c, err := LoadConfigFiles(paths)
-	if err != nil {
-		return nil, err
-	}
-	return c.Pools, nil
-}
-
-// LoadConfigFiles reads the pool configuration files as the upstream
-// plugins read them (config.ParseFile) and merges their pools. A file whose
-// pools rdmanet skips all is fine next to others; files that leave rdmanet
-// nothing to serve are an error naming every skipped pool.
-func LoadConfigFiles(paths []string) (*Config, error) {
-	if len(paths) == 0 {
-		return nil, errors.New("no pool configuration: give --config with the SR-IOV device plugin config.json (resourceList) and/or the rdma-shared-dev-plugin config (configList)")
-	}
-	c := &Config{}
-	var sets [][]config.Pool
-	for _, p := range paths {
-		b, err := os.ReadFile(p)
-		if err != nil {
-			return nil, fmt.Errorf("read pool config: %w", err)
-		}
-		f, err := config.ParseFile(p, b)
-		if err != nil {
-			return nil, fmt.Errorf("pool config: %w", err)
-		}
-		sets = append(sets, f.Pools)
-		for _, s := range f.Skipped {
-			c.Skipped = append(c.Skipped, SkippedPool{File: p, Resource: s.Resource, Reason: s.Reason})
-		}
-		for _, w := range f.Warnings {
-			c.Warnings = append(c.Warnings, ConfigWarning{File: p, Pool: w.Pool, Field: w.Field, Value: w.Value, Message: w.String()})
-		}
-	}
-	pools, err := config.Merge(sets...)
-	if err != nil {
-		return nil, err
-	}
-	if len(pools) == 0 {
-		var why []string
-		for _, s := range c.Skipped {
-			why = append(why, fmt.Sprintf("%s: %s: %s", s.File, s.Resource, s.Reason))
-		}
-		return nil, &config.Error{Origin: strings.Join(paths, ", "), Rule: "hold no pool rdmanet serves: " + strings.Join(why, "; "), Fix: "give rdmanet the RDMA pools (netDevice pools of VFs, or rdma-shared-dev-plugin pools)"}
-	}
-	c.Pools = pools
-	return c, nil
-}
-
-// Log logs every warning and skipped pool once, naming file and pool.
-func (c *Config) Log(log *slog.Logger) {
-	for _, w := range c.Warnings {
-		log.Warn("pool config: "+w.Message, "file", w.File, "pool", w.Pool, "field", w.Field, "value", w.Value)
-	}
-	for _, s := range c.Skipped {
-		log.Warn("pool config: pool not served by rdmanet", "file", s.File, "pool", s.Resource, "reason", s.Reason)
-	}
 }
 
 // Discover runs one discovery with the given pool specs.
@@ -543,80 +451,4 @@ func (a *Agent) stopAll() {
 		srv.Stop()
 		delete(a.servers, res)
 	}
-}
-
-// Alive is the agent's liveness (/healthz): nil while the Run loop goes
-// round (every Resync, or after a rescan and registrations) within maxAge.
-func (a *Agent) Alive(maxAge time.Duration) error {
-	return a.beat.Fresh(maxAge)
-}
-
-// Scanned is part of the agent's readiness (/readyz): nil once the node's
-// inventory has been discovered and the pools built.
-func (a *Agent) Scanned() error {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	if a.last == nil {
-		return errors.New("the node's RDMA inventory has not been scanned yet (or discovery failed: see the log)")
-	}
-	return nil
-}
-
-// Registered is the rest of the agent's readiness: nil when every
-// advertised pool is served and registered with kubelet (always, with
-// NoDevicePlugin), else which pools are not and why. A node without advertised pools (no RDMA hardware the
-// config selects) is ready: nothing waits for it.
-func (a *Agent) Registered() error {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	if a.last == nil {
-		return errors.New("no pools built yet")
-	}
-	var missing []string
-	for _, p := range a.last.Pools {
-		switch {
-		case !p.Advertised, a.o.NoDevicePlugin:
-		case a.servers[p.Resource] == nil:
-			missing = append(missing, fmt.Sprintf("pool %s is not served (its socket in %s could not be created; see the log)", p.Resource, a.o.PluginDir))
-		case !a.registered[p.Resource] && a.kubeletIno == 0:
-			missing = append(missing, fmt.Sprintf("pool %s is not registered: no kubelet registration socket at %s", p.Resource, a.o.KubeletSocket))
-		case !a.registered[p.Resource]:
-			missing = append(missing, fmt.Sprintf("pool %s is not registered with kubelet at %s yet", p.Resource, a.o.KubeletSocket))
-		}
-	}
-	if len(missing) > 0 {
-		return errors.New(strings.Join(missing, "; "))
-	}
-	return nil
-}
-
-// PoolStat is one pool as the agent serves it now, for metrics.
-type PoolStat struct {
-	Resource, Kind string
-	// Advertised: offered to kubelet (false when the pool cannot work);
-	// Registered: kubelet accepted its current server.
-	Advertised, Registered bool
-	// Devices are the pool's schedulable units (VFs or shared slots),
-	// Healthy those reported Healthy to kubelet.
-	Devices, Healthy int
-}
-
-// PoolStats returns every configured pool of the last scan, in config order.
-func (a *Agent) PoolStats() []PoolStat {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	if a.last == nil {
-		return nil
-	}
-	out := make([]PoolStat, 0, len(a.last.Pools))
-	for _, p := range a.last.Pools {
-		st := PoolStat{Resource: p.Resource, Kind: p.Kind, Advertised: p.Advertised, Registered: a.registered[p.Resource] && a.servers[p.Resource] != nil, Devices: len(p.Devices)}
-		for _, d := range p.Devices {
-			if d.Health == deviceplugin.Healthy {
-				st.Healthy++
-			}
-		}
-		out = append(out, st)
-	}
-	return out
 }
