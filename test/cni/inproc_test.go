@@ -18,7 +18,7 @@ import (
 	"github.com/containernetworking/cni/pkg/types"
 	"github.com/containernetworking/plugins/pkg/ns"
 
-	"github.com/rdmanet/rdmanet/internal/cni/inproc"
+	"github.com/rdmanet/rdmanet/internal/daemon/inproc"
 	"github.com/rdmanet/rdmanet/internal/netops"
 	"github.com/rdmanet/rdmanet/test/netnsutil"
 	"github.com/rdmanet/rdmanet/test/pluginbin"

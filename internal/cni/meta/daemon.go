@@ -14,7 +14,7 @@ import (
 	"github.com/containernetworking/cni/pkg/types"
 	k8stypes "k8s.io/apimachinery/pkg/types"
 
-	"github.com/rdmanet/rdmanet/internal/cni/sockserve"
+	"github.com/rdmanet/rdmanet/internal/daemon/sockserve"
 	"github.com/rdmanet/rdmanet/internal/daemonclient"
 	"github.com/rdmanet/rdmanet/internal/telemetry"
 )

@@ -1,6 +1,6 @@
 // Package verbs is the shape rdmanet's own plugin binaries (sriov, rdma)
 // share: one function per CNI verb, run either by skel in the binary or
-// in-process by the daemon (internal/cni/inproc), producing the same bytes.
+// in-process by the daemon (internal/daemon/inproc), producing the same bytes.
 package verbs
 
 import (

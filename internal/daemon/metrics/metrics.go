@@ -17,9 +17,9 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
-	"github.com/rdmanet/rdmanet/internal/cni/inproc"
 	"github.com/rdmanet/rdmanet/internal/cni/meta"
-	"github.com/rdmanet/rdmanet/internal/cni/plugind"
+	"github.com/rdmanet/rdmanet/internal/daemon/inproc"
+	"github.com/rdmanet/rdmanet/internal/daemon/plugind"
 	"github.com/rdmanet/rdmanet/internal/ipam"
 )
 

@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/rdmanet/rdmanet/internal/cni/plugind"
+	"github.com/rdmanet/rdmanet/internal/daemon/plugind"
 	"github.com/rdmanet/rdmanet/internal/daemonclient"
 	"github.com/rdmanet/rdmanet/internal/telemetry"
 	"github.com/rdmanet/rdmanet/test/syncbuf"

@@ -118,7 +118,7 @@ func TestDaemonCodeUsesGuardedNetns(t *testing.T) {
 	checked := 0
 	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
 		f := strings.Split(line, "\t")
-		if len(f) != 3 || !strings.HasPrefix(f[0], "github.com/rdmanet/rdmanet/") || f[0] == "github.com/rdmanet/rdmanet/internal/cni/inproc/nsguard" {
+		if len(f) != 3 || !strings.HasPrefix(f[0], "github.com/rdmanet/rdmanet/") || f[0] == "github.com/rdmanet/rdmanet/internal/daemon/inproc/nsguard" {
 			continue
 		}
 		for _, name := range strings.Split(f[2], ",") {

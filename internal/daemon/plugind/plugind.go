@@ -20,7 +20,7 @@ import (
 
 	"github.com/containernetworking/cni/pkg/types"
 
-	"github.com/rdmanet/rdmanet/internal/cni/sockserve"
+	"github.com/rdmanet/rdmanet/internal/daemon/sockserve"
 	"github.com/rdmanet/rdmanet/internal/daemonclient"
 	"github.com/rdmanet/rdmanet/internal/telemetry"
 )
