@@ -130,11 +130,19 @@ type Server struct {
 	apiDone  chan struct{}
 	etcdDone chan struct{}
 	cfg      *rest.Config
+	// extraArgs are appended to kube-apiserver's command line (StartArgs).
+	extraArgs []string
 }
 
 // Start starts etcd and kube-apiserver in a fresh temporary directory and
 // waits until the API server is ready.
 func Start(ctx context.Context) (*Server, error) {
+	return StartArgs(ctx)
+}
+
+// StartArgs is Start with extra kube-apiserver flags (e.g. a fleet
+// benchmark's --max-requests-inflight); they apply to restarts too.
+func StartArgs(ctx context.Context, apiserverArgs ...string) (*Server, error) {
 	bins, err := FindBinaries()
 	if err != nil {
 		return nil, err
@@ -143,7 +151,7 @@ func Start(ctx context.Context) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &Server{dir: dir, bins: bins}
+	s := &Server{dir: dir, bins: bins, extraArgs: apiserverArgs}
 	if err := s.start(ctx); err != nil {
 		s.Stop()
 		return nil, err
@@ -204,18 +212,18 @@ func (s *Server) StartAPIServer(ctx context.Context) error {
 		return errors.New("apiserver: kube-apiserver is already running")
 	}
 	c := s.certs
-	cmd := exec.Command(s.bins.KubeAPIServer,
-		"--etcd-servers="+fmt.Sprintf("http://127.0.0.1:%d", s.etcdPort),
+	args := []string{
+		"--etcd-servers=" + fmt.Sprintf("http://127.0.0.1:%d", s.etcdPort),
 		"--bind-address=127.0.0.1",
 		"--advertise-address=127.0.0.1",
-		"--secure-port="+strconv.Itoa(s.apiPort),
-		"--cert-dir="+filepath.Join(s.dir, "certs"),
-		"--tls-cert-file="+c.servingCert,
-		"--tls-private-key-file="+c.servingKey,
-		"--client-ca-file="+c.caCert,
+		"--secure-port=" + strconv.Itoa(s.apiPort),
+		"--cert-dir=" + filepath.Join(s.dir, "certs"),
+		"--tls-cert-file=" + c.servingCert,
+		"--tls-private-key-file=" + c.servingKey,
+		"--client-ca-file=" + c.caCert,
 		"--service-account-issuer=https://kubernetes.default.svc.cluster.local",
-		"--service-account-key-file="+c.saPub,
-		"--service-account-signing-key-file="+c.saKey,
+		"--service-account-key-file=" + c.saPub,
+		"--service-account-signing-key-file=" + c.saKey,
 		"--service-cluster-ip-range=10.0.0.0/24",
 		"--authorization-mode=RBAC",
 		"--disable-admission-plugins=ServiceAccount",
@@ -223,7 +231,8 @@ func (s *Server) StartAPIServer(ctx context.Context) error {
 		"--endpoint-reconciler-type=none",
 		"--profiling=false",
 		"--v=0",
-	)
+	}
+	cmd := exec.Command(s.bins.KubeAPIServer, append(args, s.extraArgs...)...)
 	done, err := s.run(cmd, "kube-apiserver.log")
 	if err != nil {
 		return err

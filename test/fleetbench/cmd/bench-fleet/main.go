@@ -1,0 +1,92 @@
+// Command bench-fleet measures what rdmanet's node-side code costs one real
+// kube-apiserver at fleet sizes (issue 32): thousands of simulated nodes,
+// each running rdmanet's real node code as goroutines with its own identity
+// (test/fleetbench). It prints progress and breakdowns on stderr and ONE
+// summary line per size on stdout:
+//
+//	bench-fleet: nodes=N steady_writes_per_node_min=… writes_per_pod_start=… slice_writes_per_flap=… controller_rss_mib=… …
+//
+// Run it with `make bench-fleet` (docs/benchmarks.md).
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/rdmanet/rdmanet/test/fleetbench"
+)
+
+func main() {
+	sizes := flag.String("nodes", "1000,2000", "fleet sizes, comma-separated")
+	addrs := flag.String("addresses", "50000,100000", "controller phase: allocated addresses per size (same count as -nodes; 0 skips)")
+	steady := flag.Duration("steady", 3*time.Minute, "steady-state window")
+	settle := flag.Duration("settle", 75*time.Second, "run before the steady window (startup writes; the slice controller's 1-minute mutation cache)")
+	pods := flag.Int("pods", 1000, "pods of the job start")
+	draEvery := flag.Int("dra-every", 4, "every n-th pod of the job is a DRA pod (0: none)")
+	full := flag.Int("full-agents", 2, "nodes that run the real agent loop over their own sysfs tree (the flap node among them)")
+	ctrlBin := flag.String("controller-bin", "", "rdmanet-controller binary (required when -addresses is not 0)")
+	inflight := flag.Int("max-requests-inflight", 3000, "kube-apiserver --max-requests-inflight (and a third of it mutating)")
+	flag.Parse()
+	if err := run(*sizes, *addrs, *steady, *settle, *pods, *draEvery, *full, *ctrlBin, *inflight); err != nil {
+		fmt.Fprintln(os.Stderr, "bench-fleet:", err)
+		os.Exit(1)
+	}
+}
+
+func ints(s string) ([]int, error) {
+	var out []int
+	for _, f := range strings.Split(s, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, n)
+	}
+	return out, nil
+}
+
+func run(sizes, addrs string, steady, settle time.Duration, pods, draEvery, full int, ctrlBin string, inflight int) error {
+	ns, err := ints(sizes)
+	if err != nil {
+		return fmt.Errorf("-nodes: %w", err)
+	}
+	as, err := ints(addrs)
+	if err != nil || len(as) != len(ns) && !(len(as) == 1 && as[0] == 0) {
+		return fmt.Errorf("-addresses=%q: give one count per size, or 0", addrs)
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+	var results []*fleetbench.Result
+	for i, n := range ns {
+		a := 0
+		if len(as) == len(ns) {
+			a = as[i]
+		}
+		r, err := fleetbench.Run(ctx, fleetbench.Options{
+			Nodes: n, FullAgents: full, Settle: settle, Steady: steady, Pods: pods, DRAEvery: draEvery,
+			Controller:    fleetbench.ControllerOptions{Addresses: a, Bin: ctrlBin},
+			APIServerArgs: []string{"--max-requests-inflight=" + strconv.Itoa(inflight), "--max-mutating-requests-inflight=" + strconv.Itoa(inflight/3)},
+			Progress:      os.Stderr,
+		})
+		if err != nil {
+			return fmt.Errorf("%d nodes: %w", n, err)
+		}
+		r.Details(os.Stderr)
+		results = append(results, r)
+	}
+	slope := 0.0
+	if len(results) >= 2 {
+		slope = fleetbench.BytesPerAddress(results[0].Controller, results[len(results)-1].Controller)
+	}
+	for _, r := range results {
+		fmt.Println(r.Line(slope))
+	}
+	return nil
+}
