@@ -234,6 +234,50 @@ func TestChartValues(t *testing.T) {
 				t.Errorf("Deployment replicas %d nodeSelector %v", n, sel)
 			}
 		}},
+		{"node extras appended after the chart's own: host sysfs, args, env, mounts, volumes", `node:
+  hostSysfs: /var/lib/sim/sys
+  extraVolumes: [{name: sim, hostPath: {path: /var/lib/sim}}]
+  agent: {extraArgs: [--rdma-netns-mode=shared], extraEnv: [{name: A, value: "1"}], extraVolumeMounts: [{name: sim, mountPath: /sim}]}
+  daemon: {extraArgs: [--log-level=debug], extraEnv: [{name: D, value: "2"}], extraVolumeMounts: [{name: sim, mountPath: /sim, readOnly: true}]}`, func(t *testing.T, objs []Object) {
+			ds := find(t, objs, "DaemonSet", "rdmanet-node")
+			vols, _, _ := unstructured.NestedSlice(ds.Object, "spec", "template", "spec", "volumes")
+			var sys, sim map[string]any
+			for _, v := range vols {
+				switch m := v.(map[string]any); m["name"] {
+				case "sys":
+					sys = m
+				case "sim":
+					sim = m
+				}
+			}
+			if p, _, _ := unstructured.NestedString(sys, "hostPath", "path"); p != "/var/lib/sim/sys" {
+				t.Errorf("volume sys %v, want hostPath /var/lib/sim/sys", sys)
+			}
+			if vols[len(vols)-1].(map[string]any)["name"] != "sim" || sim == nil {
+				t.Errorf("volumes %v: want the extra volume last", vols)
+			}
+			want := map[string][3]string{ // container: last arg, last env name, last mount path
+				"rdmanet-agent":  {"--rdma-netns-mode=shared", "A", "/sim"},
+				"rdmanet-daemon": {"--log-level=debug", "D", "/sim"},
+			}
+			for _, c := range containers(t, ds) {
+				w, ok := want[c["name"].(string)]
+				if !ok {
+					continue
+				}
+				delete(want, c["name"].(string))
+				args, env, mounts := c["args"].([]any), c["env"].([]any), c["volumeMounts"].([]any)
+				if args[len(args)-1] != w[0] || env[len(env)-1].(map[string]any)["name"] != w[1] || mounts[len(mounts)-1].(map[string]any)["mountPath"] != w[2] {
+					t.Errorf("container %s: last arg %v, env %v, mount %v; want %v appended", c["name"], args[len(args)-1], env[len(env)-1], mounts[len(mounts)-1], w)
+				}
+				if len(args) < 2 || len(env) < 2 {
+					t.Errorf("container %s: the chart's own args/env replaced: %v %v", c["name"], args, env)
+				}
+			}
+			if len(want) != 0 {
+				t.Errorf("containers not found: %v", want)
+			}
+		}},
 		{"webhooks off", "webhooks: {enabled: false}", func(t *testing.T, objs []Object) {
 			if find(t, objs, "MutatingWebhookConfiguration", "rdmanet-controller") != nil || find(t, objs, "Service", "rdmanet-controller") != nil {
 				t.Error("webhook configuration or Service rendered with webhooks.enabled=false")
