@@ -286,6 +286,9 @@ func IPoIBAddress(portGUID string) (string, error) {
 type IBNodeOptions struct {
 	// VFs on Port0 (IPoIB netdevs, the exclusive pool); default 4.
 	VFs int
+	// TotalVFs is Port0's sriov_totalvfs; default 16 (more when VFs is
+	// more). VFs above it are refused, as the kernel refuses them.
+	TotalVFs int
 	// VFNetdev names Port0's VF netdevs (e.g. to match veth ends in a test
 	// netns); default ibp193s0f0v<i>.
 	VFNetdev func(i int) string
@@ -342,6 +345,12 @@ func NewIBNode(root string, o IBNodeOptions) (*IBNode, error) {
 	if o.IBOnlyVFs == 0 {
 		o.IBOnlyVFs = 2
 	}
+	if o.TotalVFs == 0 {
+		o.TotalVFs = max(16, o.VFs)
+	}
+	if o.VFs > o.TotalVFs {
+		return nil, fmt.Errorf("sysfs fixture: IB node: %d VFs on ibp193s0f0, sriov_totalvfs is %d; fix: raise IBNodeOptions.TotalVFs", o.VFs, o.TotalVFs)
+	}
 	if o.SMLID == 0 {
 		o.SMLID = 1
 	}
@@ -357,7 +366,7 @@ func NewIBNode(root string, o IBNodeOptions) (*IBNode, error) {
 		PCIRoot: "pci0000:00", Netdev: "eno1", RDMADev: n.NextRDMAName(), IPv4: "192.168.10.31"}
 	s.Port0 = Function{BDF: "0000:c1:00.0", Vendor: VendorMellanox, Device: DeviceCX7, Driver: "mlx5_core", NUMA: 1,
 		PCIRoot: "pci0000:c0", Netdev: "ibp193s0f0", RDMADev: n.NextRDMAName(), LinkLayer: InfiniBand,
-		TotalVFs: 16, VFDevice: DeviceCX7VF, VFNetdev: o.VFNetdev, MTU: 4092}
+		TotalVFs: o.TotalVFs, VFDevice: DeviceCX7VF, VFNetdev: o.VFNetdev, MTU: 4092}
 	s.Port1 = Function{BDF: "0000:c1:00.1", Vendor: VendorMellanox, Device: DeviceCX7, Driver: "mlx5_core", NUMA: 1,
 		PCIRoot: "pci0000:c0", Netdev: "ibp193s0f1", RDMADev: n.NextRDMAName(), LinkLayer: InfiniBand, MTU: 4092}
 	s.IBOnly = Function{BDF: "0000:d1:00.0", Vendor: VendorMellanox, Device: DeviceCX7, Driver: "mlx5_core", NUMA: 1,

@@ -141,3 +141,42 @@ func TestIBOnlyVM(t *testing.T) {
 		t.Errorf("class/net has %d entries, want none", len(ents))
 	}
 }
+
+// TestIBNodeTotalVFs: Port0's sriov_totalvfs is 16 unless more VFs are
+// asked for (the demo runs up to 31 pods per mode) or set; VFs above an
+// explicit total are refused, as the kernel refuses sriov_numvfs above it.
+func TestIBNodeTotalVFs(t *testing.T) {
+	tests := []struct {
+		name      string
+		opts      sysfsfixture.IBNodeOptions
+		wantTotal string
+		wantErr   string
+	}{
+		{name: "default", opts: sysfsfixture.IBNodeOptions{}, wantTotal: "16"},
+		{name: "more VFs than the default total", opts: sysfsfixture.IBNodeOptions{VFs: 31}, wantTotal: "31"},
+		{name: "explicit total", opts: sysfsfixture.IBNodeOptions{VFs: 2, TotalVFs: 64}, wantTotal: "64"},
+		{name: "VFs above the total", opts: sysfsfixture.IBNodeOptions{VFs: 9, TotalVFs: 8}, wantErr: "9 VFs on ibp193s0f0, sriov_totalvfs is 8"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			root := t.TempDir()
+			n, err := sysfsfixture.NewIBNode(root, tc.opts)
+			if tc.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+					t.Fatalf("error %v, want %q", err, tc.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			b, err := os.ReadFile(filepath.Join(root, "bus/pci/devices", n.Port0.BDF, "sriov_totalvfs"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := strings.TrimSpace(string(b)); got != tc.wantTotal {
+				t.Errorf("sriov_totalvfs %s, want %s", got, tc.wantTotal)
+			}
+		})
+	}
+}
