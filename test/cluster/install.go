@@ -59,6 +59,12 @@ func (l Layout) Install(ctx context.Context, k Kubectl, imageRef string, out io.
 	if err := k.run(ctx, out, "apply", "-k", dir); err != nil {
 		return err
 	}
+	return l.waitInstalled(ctx, k, out)
+}
+
+// waitInstalled waits until rdmanet is up: the node DaemonSet and the
+// controller rolled out, the controller's CA in every webhook.
+func (l Layout) waitInstalled(ctx context.Context, k Kubectl, out io.Writer) error {
 	if err := k.run(ctx, out, "-n", "rdmanet-system", "rollout", "status", "daemonset/rdmanet-node", "--timeout=300s"); err != nil {
 		return err
 	}

@@ -45,6 +45,7 @@ func TestCluster(t *testing.T) {
 	t.Run("rdmanet-controller: webhooks, node label, verify", testController)
 	t.Run("fault soak", testSoak)
 	t.Run("kubectl delete -k leaves nothing", testUninstall)
+	t.Run("helm install runs the seed job, helm uninstall leaves nothing", testHelm)
 }
 
 func testInstalled(t *testing.T) {
@@ -599,22 +600,55 @@ func testUninstall(t *testing.T) {
 	if err := layout.Uninstall(ctx(t, 5*time.Minute), k, os.Stdout); err != nil {
 		t.Fatal(err)
 	}
+	checkNothingLeft(t, "kubectl delete -k")
+}
+
+// testHelm installs rdmanet again, now from its Helm chart (charts/rdmanet
+// with the simulated node's values, as docs/release.md says), runs the
+// seed's exclusive Job on it (VFs, addresses, network-status as with the
+// kustomize install), deletes it (VFs and addresses back), and
+// uninstalls: `helm uninstall` leaves nothing of rdmanet on the node or
+// in the API, as `kubectl delete -k` does. It runs after testUninstall, on
+// a cluster with no rdmanet.
+func testHelm(t *testing.T) {
+	took, err := layout.HelmInstall(ctx(t, 10*time.Minute), k, state, os.Stdout)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("helm install: %s, then the DaemonSet and controller rolled out", took.Round(time.Millisecond))
+	if out := kubectl(t, "-n", cluster.HelmNamespace, "get", "daemonset", "rdmanet-node", "-o", `jsonpath={.metadata.labels.app\.kubernetes\.io/managed-by} {.metadata.annotations.meta\.helm\.sh/release-name}`); trim(out) != "Helm "+cluster.HelmRelease {
+		t.Fatalf("rdmanet-node is not the Helm release's (managed-by, release-name: %q)", trim(out))
+	}
+	waitAllocatable(t, vfResource, fmt.Sprint(cluster.NumVFs))
+	testExclusiveSeed(t)
+	testDeleteReleases(t)
+	if err := layout.HelmUninstall(ctx(t, 5*time.Minute), k, state, os.Stdout); err != nil {
+		t.Fatal(err)
+	}
+	checkNothingLeft(t, "helm uninstall")
+}
+
+// checkNothingLeft: after an uninstall (how: its command), no rdmanet pod,
+// webhook configuration, daemon socket, device plugin socket or process is
+// left.
+func checkNothingLeft(t *testing.T, how string) {
+	t.Helper()
 	waitGone(t, "rdmanet-system", "app.kubernetes.io/name=rdmanet-node", 2*time.Minute)
 	waitGone(t, "rdmanet-system", "app.kubernetes.io/name=rdmanet-controller", 2*time.Minute)
 	for _, kind := range []string{"mutatingwebhookconfiguration", "validatingwebhookconfiguration"} {
 		if out, _ := k.Output(ctx(t, time.Minute), "get", kind, cluster.ControllerWebhooks, "--ignore-not-found", "-o", "name"); strings.TrimSpace(out) != "" {
-			t.Errorf("%s left after kubectl delete -k", strings.TrimSpace(out))
+			t.Errorf("%s left after %s", strings.TrimSpace(out), how)
 		}
 	}
 	for _, sock := range []string{"node/run/rdmanet/daemon.sock"} {
 		if _, err := os.Stat(filepath.Join(layout.Dir, sock)); err == nil {
-			t.Errorf("%s left on the node after kubectl delete -k", sock)
+			t.Errorf("%s left on the node after %s", sock, how)
 		}
 	}
 	ents, _ := os.ReadDir(filepath.Join(layout.Dir, "node/var/lib/kubelet/device-plugins"))
 	for _, e := range ents {
 		if strings.Contains(e.Name(), "rdmanet") || strings.Contains(e.Name(), "sriov") || strings.Contains(e.Name(), "rdma") {
-			t.Errorf("device plugin socket %s left after kubectl delete -k", e.Name())
+			t.Errorf("device plugin socket %s left after %s", e.Name(), how)
 		}
 	}
 	// The runtime may still be running a CNI DEL for a sandbox it tears
@@ -636,7 +670,7 @@ func testUninstall(t *testing.T) {
 		time.Sleep(time.Second)
 	}
 	for _, p := range left {
-		t.Errorf("rdmanet process left on the node a minute after kubectl delete -k: %s", p)
+		t.Errorf("rdmanet process left on the node a minute after %s: %s", how, p)
 	}
 }
 
