@@ -10,7 +10,7 @@ import (
 	"testing"
 
 	"github.com/rdmanet/rdmanet/internal/doctor"
-	"github.com/rdmanet/rdmanet/test/sysfsfixture"
+	"github.com/rdmanet/rdmanet/internal/sysfsfixture"
 )
 
 // doctorHost writes the bundled node plus procfs and /dev fixtures.

@@ -30,8 +30,8 @@ import (
 
 	"github.com/rdmanet/rdmanet/internal/agent"
 	"github.com/rdmanet/rdmanet/internal/dra"
+	"github.com/rdmanet/rdmanet/internal/sysfsfixture"
 	"github.com/rdmanet/rdmanet/test/apiserver"
-	"github.com/rdmanet/rdmanet/test/sysfsfixture"
 )
 
 // TestMain stops the API server the tests share (apiserver.Shared).

@@ -19,9 +19,9 @@ import (
 	"github.com/rdmanet/rdmanet/internal/agent"
 	"github.com/rdmanet/rdmanet/internal/deviceplugin/config"
 	"github.com/rdmanet/rdmanet/internal/manifest"
+	"github.com/rdmanet/rdmanet/internal/sysfsfixture"
 	"github.com/rdmanet/rdmanet/test/cluster/fakegpu"
 	"github.com/rdmanet/rdmanet/test/seeds"
-	"github.com/rdmanet/rdmanet/test/sysfsfixture"
 )
 
 // What a runnable variant sets in every container.

@@ -17,7 +17,7 @@ import (
 
 	"github.com/rdmanet/rdmanet/internal/deviceplugin"
 	"github.com/rdmanet/rdmanet/internal/devinfo"
-	"github.com/rdmanet/rdmanet/test/sysfsfixture"
+	"github.com/rdmanet/rdmanet/internal/sysfsfixture"
 )
 
 // registrar is a kubelet registration endpoint built on k8s.io/kubelet's

@@ -23,7 +23,7 @@ import (
 	"github.com/rdmanet/rdmanet/internal/agent"
 	"github.com/rdmanet/rdmanet/internal/deviceplugin"
 	"github.com/rdmanet/rdmanet/internal/inventory"
-	"github.com/rdmanet/rdmanet/test/sysfsfixture"
+	"github.com/rdmanet/rdmanet/internal/sysfsfixture"
 )
 
 const (

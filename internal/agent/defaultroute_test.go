@@ -9,7 +9,7 @@ import (
 
 	"github.com/rdmanet/rdmanet/internal/deviceplugin/config"
 	"github.com/rdmanet/rdmanet/internal/dra"
-	"github.com/rdmanet/rdmanet/test/sysfsfixture"
+	"github.com/rdmanet/rdmanet/internal/sysfsfixture"
 )
 
 // TestDefaultRoutePFUnderBondNotHandedOut (issue 13, defect 16): the seed

@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/rdmanet/rdmanet/internal/deviceplugin"
-	"github.com/rdmanet/rdmanet/test/sysfsfixture"
+	"github.com/rdmanet/rdmanet/internal/sysfsfixture"
 )
 
 // TestSnapshotsHook: Options.Snapshots (the DRA publisher's feed, --dra)

@@ -6,7 +6,7 @@ import (
 	"testing"
 
 	"github.com/rdmanet/rdmanet/internal/inventory"
-	"github.com/rdmanet/rdmanet/test/sysfsfixture"
+	"github.com/rdmanet/rdmanet/internal/sysfsfixture"
 )
 
 // TestLinkTypesOnIBNode runs the linkTypes selector against the IB node:

@@ -7,7 +7,7 @@ import (
 
 	"github.com/rdmanet/rdmanet/internal/deviceplugin/config"
 	"github.com/rdmanet/rdmanet/internal/inventory"
-	"github.com/rdmanet/rdmanet/test/sysfsfixture"
+	"github.com/rdmanet/rdmanet/internal/sysfsfixture"
 )
 
 func discover(t *testing.T, mode string) (*sysfsfixture.Standard, *inventory.Node) {

@@ -13,8 +13,8 @@ import (
 	"testing"
 
 	"github.com/rdmanet/rdmanet/internal/doctor"
+	"github.com/rdmanet/rdmanet/internal/sysfsfixture"
 	"github.com/rdmanet/rdmanet/test/pluginbin"
-	"github.com/rdmanet/rdmanet/test/sysfsfixture"
 )
 
 // host is a fixture node: sysfs (the bundled GPU node), procfs (limits,

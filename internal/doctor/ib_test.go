@@ -7,7 +7,7 @@ import (
 
 	"github.com/rdmanet/rdmanet/internal/doctor"
 	"github.com/rdmanet/rdmanet/internal/inventory"
-	"github.com/rdmanet/rdmanet/test/sysfsfixture"
+	"github.com/rdmanet/rdmanet/internal/sysfsfixture"
 )
 
 // TestIBChecks: on InfiniBand what matters is LID and SM LID set (a subnet

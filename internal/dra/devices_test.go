@@ -12,7 +12,7 @@ import (
 	"github.com/rdmanet/rdmanet/internal/deviceplugin"
 	"github.com/rdmanet/rdmanet/internal/deviceplugin/config"
 	"github.com/rdmanet/rdmanet/internal/inventory"
-	"github.com/rdmanet/rdmanet/test/sysfsfixture"
+	"github.com/rdmanet/rdmanet/internal/sysfsfixture"
 )
 
 // Pool configurations of the seeds (examples/agent): the exclusive RoCE VF

@@ -23,7 +23,7 @@ import (
 	"k8s.io/dynamic-resource-allocation/kubeletplugin"
 	drahealthv1 "k8s.io/kubelet/pkg/apis/dra-health/v1"
 
-	"github.com/rdmanet/rdmanet/test/sysfsfixture"
+	"github.com/rdmanet/rdmanet/internal/sysfsfixture"
 )
 
 // healthRecorder is the metrics and the Event recorder of a test.

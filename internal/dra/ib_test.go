@@ -7,7 +7,7 @@ import (
 
 	resourceapi "k8s.io/api/resource/v1"
 
-	"github.com/rdmanet/rdmanet/test/sysfsfixture"
+	"github.com/rdmanet/rdmanet/internal/sysfsfixture"
 )
 
 // TestDevicesInfiniBand: devices of IB pools carry the link layer, their

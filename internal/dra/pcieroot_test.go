@@ -6,7 +6,7 @@ import (
 	"github.com/rdmanet/rdmanet/internal/deviceplugin"
 	"github.com/rdmanet/rdmanet/internal/deviceplugin/config"
 	"github.com/rdmanet/rdmanet/internal/inventory"
-	"github.com/rdmanet/rdmanet/test/sysfsfixture"
+	"github.com/rdmanet/rdmanet/internal/sysfsfixture"
 )
 
 // TestPCIeRootOnVMDAndHyperV: functions of a five-digit VMD domain and of

@@ -34,8 +34,8 @@ import (
 	"github.com/rdmanet/rdmanet/internal/deviceplugin"
 	"github.com/rdmanet/rdmanet/internal/deviceplugin/config"
 	"github.com/rdmanet/rdmanet/internal/inventory"
+	"github.com/rdmanet/rdmanet/internal/sysfsfixture"
 	"github.com/rdmanet/rdmanet/test/apiserver"
-	"github.com/rdmanet/rdmanet/test/sysfsfixture"
 )
 
 const testNode = "gpu-node-1"

@@ -8,7 +8,7 @@ import (
 	"testing"
 
 	"github.com/rdmanet/rdmanet/internal/inventory"
-	"github.com/rdmanet/rdmanet/test/sysfsfixture"
+	"github.com/rdmanet/rdmanet/internal/sysfsfixture"
 )
 
 func standard(t *testing.T) (*sysfsfixture.Standard, string) {

@@ -5,7 +5,7 @@ import (
 	"testing"
 
 	"github.com/rdmanet/rdmanet/internal/inventory"
-	"github.com/rdmanet/rdmanet/test/sysfsfixture"
+	"github.com/rdmanet/rdmanet/internal/sysfsfixture"
 )
 
 // TestNetdevsBelowBusDevices (issue 27): netdevs that hang below a bus

@@ -13,8 +13,8 @@ import (
 	"github.com/rdmanet/rdmanet/internal/inventory"
 	"github.com/rdmanet/rdmanet/internal/netops"
 	"github.com/rdmanet/rdmanet/internal/sysfs"
+	"github.com/rdmanet/rdmanet/internal/sysfsfixture"
 	"github.com/rdmanet/rdmanet/test/netnsutil"
-	"github.com/rdmanet/rdmanet/test/sysfsfixture"
 )
 
 // smallStandard is the bundled node with one VF per PF (fast to write).

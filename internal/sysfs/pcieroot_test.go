@@ -3,7 +3,7 @@ package sysfs
 import (
 	"testing"
 
-	"github.com/rdmanet/rdmanet/test/sysfsfixture"
+	"github.com/rdmanet/rdmanet/internal/sysfsfixture"
 )
 
 func TestValidBDF(t *testing.T) {

@@ -5,7 +5,7 @@ import (
 	"testing"
 
 	"github.com/rdmanet/rdmanet/internal/sysfs"
-	"github.com/rdmanet/rdmanet/test/sysfsfixture"
+	"github.com/rdmanet/rdmanet/internal/sysfsfixture"
 )
 
 // TestNetdevPlacement (issue 27): a netdev's PCI function is found by

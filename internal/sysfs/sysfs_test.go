@@ -6,7 +6,7 @@ import (
 	"testing"
 
 	"github.com/rdmanet/rdmanet/internal/sysfs"
-	"github.com/rdmanet/rdmanet/test/sysfsfixture"
+	"github.com/rdmanet/rdmanet/internal/sysfsfixture"
 )
 
 func TestReadStandardNode(t *testing.T) {

@@ -23,9 +23,9 @@ import (
 
 	"github.com/rdmanet/rdmanet/internal/devinfo"
 	"github.com/rdmanet/rdmanet/internal/netops"
+	"github.com/rdmanet/rdmanet/internal/sysfsfixture"
 	"github.com/rdmanet/rdmanet/test/apiserver"
 	"github.com/rdmanet/rdmanet/test/netnsutil"
-	"github.com/rdmanet/rdmanet/test/sysfsfixture"
 )
 
 // The simulated node's fixed names (the RoCE PF of sysfsfixture.NewStandard).

@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"os"
 
-	"github.com/rdmanet/rdmanet/test/sysfsfixture"
+	"github.com/rdmanet/rdmanet/internal/sysfsfixture"
 )
 
 // A node's simulated board. The single-node cluster keeps the bundled

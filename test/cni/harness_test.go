@@ -21,10 +21,10 @@ import (
 	"github.com/containernetworking/plugins/pkg/ns"
 
 	"github.com/rdmanet/rdmanet/internal/netops"
+	"github.com/rdmanet/rdmanet/internal/sysfsfixture"
 	"github.com/rdmanet/rdmanet/test/netnsutil"
 	"github.com/rdmanet/rdmanet/test/pluginbin"
 	"github.com/rdmanet/rdmanet/test/seeds"
-	"github.com/rdmanet/rdmanet/test/sysfsfixture"
 )
 
 // binDir holds the plugin binaries (built once in TestMain).

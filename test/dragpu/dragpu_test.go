@@ -3,7 +3,7 @@ package dragpu
 import (
 	"testing"
 
-	"github.com/rdmanet/rdmanet/test/sysfsfixture"
+	"github.com/rdmanet/rdmanet/internal/sysfsfixture"
 )
 
 // TestDiscover: the GPUs found in a fixture's sysfs carry the PCIe root

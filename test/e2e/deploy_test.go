@@ -55,9 +55,9 @@ import (
 	"github.com/rdmanet/rdmanet/internal/inventory"
 	"github.com/rdmanet/rdmanet/internal/ipam"
 	"github.com/rdmanet/rdmanet/internal/ipam/gc"
+	"github.com/rdmanet/rdmanet/internal/sysfsfixture"
 	"github.com/rdmanet/rdmanet/test/apiserver"
 	"github.com/rdmanet/rdmanet/test/pluginbin"
-	"github.com/rdmanet/rdmanet/test/sysfsfixture"
 )
 
 const deployNS = "rdmanet-system"

@@ -20,9 +20,9 @@ import (
 	pluginapi "k8s.io/kubelet/pkg/apis/deviceplugin/v1beta1"
 	podresourcesapi "k8s.io/kubelet/pkg/apis/podresources/v1"
 
+	"github.com/rdmanet/rdmanet/internal/sysfsfixture"
 	"github.com/rdmanet/rdmanet/test/netnsutil"
 	"github.com/rdmanet/rdmanet/test/pluginbin"
-	"github.com/rdmanet/rdmanet/test/sysfsfixture"
 )
 
 // curl GETs url with the real curl (in netns when not nil) and returns the

@@ -30,11 +30,11 @@ import (
 
 	"github.com/rdmanet/rdmanet/internal/devinfo"
 	"github.com/rdmanet/rdmanet/internal/netops"
+	"github.com/rdmanet/rdmanet/internal/sysfsfixture"
 	"github.com/rdmanet/rdmanet/test/apiserver"
 	"github.com/rdmanet/rdmanet/test/netnsutil"
 	"github.com/rdmanet/rdmanet/test/pluginbin"
 	"github.com/rdmanet/rdmanet/test/seeds"
-	"github.com/rdmanet/rdmanet/test/sysfsfixture"
 )
 
 var binDir string

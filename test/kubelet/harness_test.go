@@ -28,7 +28,7 @@ import (
 	"k8s.io/kubernetes/pkg/kubelet/lifecycle"
 
 	"github.com/rdmanet/rdmanet/internal/agent"
-	"github.com/rdmanet/rdmanet/test/sysfsfixture"
+	"github.com/rdmanet/rdmanet/internal/sysfsfixture"
 )
 
 const (

@@ -17,7 +17,7 @@ import (
 	"k8s.io/kubernetes/pkg/kubelet/cm/containermap"
 	"k8s.io/kubernetes/pkg/kubelet/cm/topologymanager"
 
-	"github.com/rdmanet/rdmanet/test/sysfsfixture"
+	"github.com/rdmanet/rdmanet/internal/sysfsfixture"
 )
 
 // setup gives a test a private kubelet device-plugin dir and its logs.

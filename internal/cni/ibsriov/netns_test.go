@@ -16,9 +16,9 @@ import (
 	"github.com/containernetworking/plugins/pkg/ns"
 
 	"github.com/rdmanet/rdmanet/internal/netops"
+	"github.com/rdmanet/rdmanet/internal/sysfsfixture"
 	"github.com/rdmanet/rdmanet/test/netnsutil"
 	"github.com/rdmanet/rdmanet/test/pluginbin"
-	"github.com/rdmanet/rdmanet/test/sysfsfixture"
 )
 
 var binDir string

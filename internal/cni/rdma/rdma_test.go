@@ -8,7 +8,7 @@ import (
 
 	"github.com/rdmanet/rdmanet/internal/netops"
 	"github.com/rdmanet/rdmanet/internal/sysfs"
-	"github.com/rdmanet/rdmanet/test/sysfsfixture"
+	"github.com/rdmanet/rdmanet/internal/sysfsfixture"
 )
 
 func TestParse(t *testing.T) {

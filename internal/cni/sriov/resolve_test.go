@@ -7,7 +7,7 @@ import (
 	"testing"
 
 	"github.com/rdmanet/rdmanet/internal/sysfs"
-	"github.com/rdmanet/rdmanet/test/sysfsfixture"
+	"github.com/rdmanet/rdmanet/internal/sysfsfixture"
 )
 
 func TestResolve(t *testing.T) {

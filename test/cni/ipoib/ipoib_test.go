@@ -28,9 +28,9 @@ import (
 
 	"github.com/rdmanet/rdmanet/internal/cni/ipoib"
 	"github.com/rdmanet/rdmanet/internal/netops"
+	"github.com/rdmanet/rdmanet/internal/sysfsfixture"
 	"github.com/rdmanet/rdmanet/test/netnsutil"
 	"github.com/rdmanet/rdmanet/test/pluginbin"
-	"github.com/rdmanet/rdmanet/test/sysfsfixture"
 )
 
 // IPoIB is the plugin's import path.
