@@ -111,7 +111,7 @@ func attachRound(ctx context.Context, o Options, l layout, m *Manifests, st *Run
 	attached := 0
 	for _, r := range runs {
 		if r.rep.Error == "" {
-			if err := describe(r, l); err != nil {
+			if err := describe(r, l, m); err != nil {
 				r.rep.Error = err.Error()
 				errs = append(errs, err.Error())
 				continue
@@ -154,7 +154,8 @@ func podManifestPath(l layout, namespace, name string) string {
 
 // prepare lays out the work dir the CNI side reads: the bin dir with links
 // to bins (and rdmanet-ipam as "whereabouts", the name the seed NAD uses),
-// the static source's manifests (the NADs) and its network-status dir.
+// the static source's manifests (the NADs, RoCE and InfiniBand) and its
+// network-status dir.
 func (l layout) prepare(m *Manifests, bins []string) error {
 	for _, d := range []string{l.cniBin(), l.manifests(), l.statusDir()} {
 		if err := os.MkdirAll(d, 0o755); err != nil {
@@ -169,7 +170,10 @@ func (l layout) prepare(m *Manifests, bins []string) error {
 	if err := os.Symlink(filepath.Join(l.BinDir, "rdmanet-ipam"), filepath.Join(l.cniBin(), "whereabouts")); err != nil {
 		return err
 	}
-	return os.WriteFile(filepath.Join(l.manifests(), "nads.yaml"), m.NADs, 0o644)
+	if err := os.WriteFile(filepath.Join(l.manifests(), "nads.yaml"), m.NADs, 0o644); err != nil {
+		return err
+	}
+	return os.WriteFile(filepath.Join(l.manifests(), "ib-nads.yaml"), m.IBNADs, 0o644)
 }
 
 func runtimeConf(containerID, netns, namespace, name, uid string) *libcni.RuntimeConf {

@@ -25,6 +25,14 @@ func ncclFor(mode, ifname, hca string) []EnvVar {
 	case ModeShared:
 		return []EnvVar{{Name: "NCCL_SOCKET_IFNAME", Value: "=" + ifname, Why: "bootstrap over the macvlan training net"},
 			{Name: "NCCL_IB_HCA", Value: "=" + hca, Why: "shared netns mode shows every HCA of the node; pin the one behind " + ifname}}
+	case ModeIBExclusive:
+		return []EnvVar{{Name: "NCCL_SOCKET_IFNAME", Value: "=" + ifname, Why: "bootstrap over the VF's IPoIB netdev"},
+			{Name: "NCCL_IB_HCA", Value: "", Why: "not needed: the pod's netns holds only its VF's RDMA device " + hca},
+			{Name: "NCCL_IB_GID_INDEX", Value: "", Why: "not needed on InfiniBand (no RoCE v1/v2 GID choice)"}}
+	case ModeIBShared:
+		return []EnvVar{{Name: "NCCL_SOCKET_IFNAME", Value: "=" + ifname, Why: "bootstrap over the IPoIB child"},
+			{Name: "NCCL_IB_HCA", Value: "=" + hca, Why: "shared netns mode shows every HCA of the node; pin the port under " + ifname + "'s parent " + IBSharedPort},
+			{Name: "NCCL_IB_GID_INDEX", Value: "", Why: "not needed on InfiniBand (no RoCE v1/v2 GID choice)"}}
 	default:
 		return []EnvVar{{Name: "NCCL_SOCKET_IFNAME", Value: "=" + ifname, Why: "the host's RoCE NIC"},
 			{Name: "NCCL_IB_HCA", Value: "=" + hca, Why: "the host namespace shows every HCA and VF; pin the one behind " + ifname}}
@@ -33,7 +41,7 @@ func ncclFor(mode, ifname, hca string) []EnvVar {
 
 // describe reads back what the pod got: interfaces, addresses, routes, the
 // device, the RDMA device's placement, network-status, and the NCCL env.
-func describe(r *podRun, l layout) error {
+func describe(r *podRun, l layout, m *Manifests) error {
 	n := r.node
 	hca := n.fix.RDMAByBD[SharedPFBDF]
 	switch r.mode {
@@ -152,6 +160,16 @@ func describe(r *podRun, l layout) error {
 			r.rep.RDMA = hca + " NOT visible from the pod netns"
 		}
 		r.rep.NCCL = ncclFor(r.mode, ifname, hca)
+	case ModeIBExclusive:
+		ifname = "net1"
+		if err := describeIBExclusive(r, m); err != nil {
+			return err
+		}
+	case ModeIBShared:
+		ifname = "net1"
+		if err := describeIBShared(r); err != nil {
+			return err
+		}
 	case ModeHost:
 		ifname = SharedPF
 		r.rep.Device = fmt.Sprintf("HCA %s (%s) slot %s", hca, SharedPFBDF, strings.Join(r.rep.Devices[SharedResource], ","))

@@ -1,6 +1,7 @@
 package sim
 
 import (
+	"slices"
 	"strings"
 	"testing"
 
@@ -95,9 +96,14 @@ func TestIBManifests(t *testing.T) {
 			}
 		})
 	}
-	// Run does not build IB nodes yet: the IB modes are refused, not ignored.
-	o := Options{Modes: []string{ModeIBExclusive}}
-	if err := o.defaults(); err == nil {
-		t.Error("an IB mode was accepted by Run's options")
+	// Run builds the IB nodes: the IB modes are accepted and run by default.
+	o := Options{Modes: []string{ModeIBExclusive, ModeIBShared}}
+	if err := o.defaults(); err != nil {
+		t.Errorf("IB modes refused: %v", err)
+	}
+	for _, md := range []string{ModeIBExclusive, ModeIBShared} {
+		if !slices.Contains(AllModes, md) {
+			t.Errorf("AllModes %v lacks %s: make demo would not show it", AllModes, md)
+		}
 	}
 }

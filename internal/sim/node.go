@@ -18,6 +18,7 @@ import (
 	"github.com/containernetworking/plugins/pkg/ns"
 
 	"github.com/rdmanet/rdmanet/internal/agent"
+	"github.com/rdmanet/rdmanet/internal/guidpool"
 	"github.com/rdmanet/rdmanet/internal/netops"
 	"github.com/rdmanet/rdmanet/internal/sysfsfixture"
 )
@@ -52,6 +53,30 @@ type nodeDef struct {
 	Mode    string `json:"mode"` // RDMA netns mode: exclusive or shared
 	PodCIDR string `json:"podCIDR"`
 	VFs     int    `json:"vfs"`
+	// IB: the InfiniBand node (sysfsfixture.NewIBNode) instead of the RoCE one.
+	IB bool `json:"ib,omitempty"`
+}
+
+// resources are the device plugin resources the node's pods use.
+func (d nodeDef) resources() []string {
+	switch {
+	case d.IB && d.Mode == netops.RDMANetnsExclusive:
+		return []string{IBExclusiveResource}
+	case d.IB:
+		return []string{IBSharedResource}
+	case d.Mode == netops.RDMANetnsExclusive:
+		return []string{ExclusiveResource}
+	}
+	return []string{SharedResource}
+}
+
+// hardware describes the node's simulated NICs.
+func (d nodeDef) hardware() string {
+	if d.IB {
+		return fmt.Sprintf("ConnectX-7 in InfiniBand mode (%s with %d VFs, GUIDs from the node's GUID pool; %s shared through IPoIB), an IB-only function, %s",
+			IBExclusivePort, d.VFs, IBSharedPort, ibMgmt)
+	}
+	return fmt.Sprintf("2 RoCE PFs (%s NUMA 0 with %d VFs, %s NUMA 1)", ExclusivePF, d.VFs, SharedPF)
 }
 
 // layout holds a run's paths and names.
@@ -71,7 +96,7 @@ func (l layout) podNS(pod string) string { return l.Prefix + "-" + pod }
 
 // stateDirs are the node directories whose files CNI plugins own; the host
 // comparison covers them.
-var stateDirs = []string{"cni-state", "rdmanet", "ipam", "host-local", "runtime-cache"}
+var stateDirs = []string{"cni-state", "rdmanet", "ipam", "host-local", "runtime-cache", "guid-pool"}
 
 // node is a running simulated node.
 type node struct {
@@ -81,6 +106,7 @@ type node struct {
 	host      ns.NetNS
 	wire      ns.NetNS
 	fix       *sysfsfixture.Node
+	ib        *sysfsfixture.IBNode // the IB node's fixture (nil on RoCE nodes)
 	rec       *netops.Recorder
 	kubelet   *kubelet
 	agent     *agent.Agent
@@ -104,6 +130,8 @@ func (d nodeDef) env(l layout) []string {
 		"RDMANET_IPAM_STORE_TYPE=local",                                  // a simulated node: node-local addresses by explicit choice
 		"RDMANET_IPAM_CONFIG=" + filepath.Join(dir, "rdmanet-ipam.conf"), // absent: no node config
 		"NODENAME=" + d.Name,
+		// the node's GUID pool (IB nodes; absent elsewhere: no pool), never the machine's
+		guidpool.EnvConfig + "=" + d.guidPoolConfigPath(l),
 		netops.EnvFault + "=",
 		// the node's own daemon (the soak runs one), never a daemon the machine may run
 		"RDMANET_PLUGIN_SOCKET=" + filepath.Join(dir, "daemon", "plugins.sock"),
@@ -261,7 +289,12 @@ func startNode(ctx context.Context, d nodeDef, l layout, m *Manifests, log *slog
 			return nil, fmt.Errorf("node %s: %w", d.Name, err)
 		}
 	}
-	if n.fix, err = d.buildFixture(filepath.Join(n.dir, "sys")); err != nil {
+	if d.IB {
+		if n.ib, err = d.buildIBFixture(filepath.Join(n.dir, "sys")); err != nil {
+			return nil, fmt.Errorf("node %s: sysfs fixture: %w", d.Name, err)
+		}
+		n.fix = n.ib.Node
+	} else if n.fix, err = d.buildFixture(filepath.Join(n.dir, "sys")); err != nil {
 		return nil, fmt.Errorf("node %s: sysfs fixture: %w", d.Name, err)
 	}
 	if n.host, err = newNamedNS(l.hostNS(d.Name)); err != nil {
@@ -278,8 +311,18 @@ func startNode(ctx context.Context, d nodeDef, l layout, m *Manifests, log *slog
 		return nil, fmt.Errorf("node %s: %w", d.Name, err)
 	}
 	sriovCfg, sharedCfg := filepath.Join(n.dir, "pools", "sriovdp-config.yaml"), filepath.Join(n.dir, "pools", "nicclusterpolicy.yaml")
-	for p, b := range map[string][]byte{sriovCfg: m.SriovConfig, sharedCfg: m.SharedConfig,
-		filepath.Join(n.dir, "net.d", "00-"+clusterNetwork+".conflist"): []byte(d.defaultNetwork(l))} {
+	files := map[string][]byte{sriovCfg: m.SriovConfig, sharedCfg: m.SharedConfig,
+		filepath.Join(n.dir, "net.d", "00-"+clusterNetwork+".conflist"): []byte(d.defaultNetwork(l))}
+	if d.IB {
+		files[sriovCfg], files[sharedCfg] = m.IBSriovConfig, m.IBSharedConfig
+		if files[d.guidPoolConfigPath(l)], err = d.guidPoolConfig(l); err != nil {
+			return nil, err
+		}
+		if err := n.setIPoIBParents(); err != nil {
+			return nil, fmt.Errorf("node %s: %w", d.Name, err)
+		}
+	}
+	for p, b := range files {
 		if err := os.WriteFile(p, b, 0o644); err != nil {
 			return nil, fmt.Errorf("node %s: %w", d.Name, err)
 		}
@@ -320,24 +363,35 @@ func (n *node) startAgent() error {
 	return nil
 }
 
+// simNetdev is one netdev of a simulated node (a veth end in its host netns).
+type simNetdev struct {
+	name string
+	mac  net.HardwareAddr
+	mtu  int
+	addr string
+	up   bool
+}
+
+// netdevs are the node's PF and VF netdevs.
+func (d nodeDef) netdevs() []simNetdev {
+	if d.IB {
+		return d.ibNetdevs()
+	}
+	devs := []simNetdev{
+		{name: ExclusivePF, mac: net.HardwareAddr{0x02, 0x00, 0x00, 0x41, 0x00, 0x00}, mtu: 9000, addr: ExclusivePFAdr, up: true},
+		{name: SharedPF, mac: net.HardwareAddr{0x02, 0x00, 0x00, 0x81, 0x00, 0x00}, mtu: 9000, addr: SharedPFAddr, up: true},
+	}
+	for i := 0; i < d.VFs; i++ {
+		devs = append(devs, simNetdev{name: VFNetdev(i), mac: vfMAC(i), mtu: 1500})
+	}
+	return devs
+}
+
 // plumb creates the node's netdevs: each PF and VF netdev is a veth end in
 // the host namespace (its peer in the wire namespace), named as the sysfs
 // fixture names it.
 func (n *node) plumb() error {
-	type dev struct {
-		name string
-		mac  net.HardwareAddr
-		mtu  int
-		addr string
-		up   bool
-	}
-	devs := []dev{
-		{name: ExclusivePF, mac: net.HardwareAddr{0x02, 0x00, 0x00, 0x41, 0x00, 0x00}, mtu: 9000, addr: ExclusivePFAdr, up: true},
-		{name: SharedPF, mac: net.HardwareAddr{0x02, 0x00, 0x00, 0x81, 0x00, 0x00}, mtu: 9000, addr: SharedPFAddr, up: true},
-	}
-	for i := 0; i < n.def.VFs; i++ {
-		devs = append(devs, dev{name: VFNetdev(i), mac: vfMAC(i), mtu: 1500})
-	}
+	devs := n.def.netdevs()
 	if err := n.host.Do(func(ns.NetNS) error { return netops.SetLinkUp("lo") }); err != nil {
 		return err
 	}

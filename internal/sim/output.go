@@ -1,6 +1,7 @@
 package sim
 
 import (
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -86,7 +87,7 @@ func statusCell(p PodReport) string {
 // network-status of the first pod per mode, timings and the verdict.
 func WriteTable(w io.Writer, r *Report) error {
 	b := &strings.Builder{}
-	fmt.Fprintln(b, "Simulated nodes (one RDMA subsystem has one netns mode, so exclusive and shared pods run on two nodes with the same hardware):")
+	fmt.Fprintln(b, "Simulated nodes (one RDMA subsystem has one netns mode, so exclusive and shared pods run on two nodes with the same hardware; the InfiniBand variants likewise on two IB nodes):")
 	for _, n := range r.Summary.Nodes {
 		fmt.Fprintf(b, "  %-16s RDMA netns mode %-9s modes %-12s host netns %s\n", n.Name, n.RDMANetnsMode, strings.Join(n.Modes, ","), n.Host)
 		for _, p := range n.Pools {
@@ -120,6 +121,7 @@ func WriteTable(w io.Writer, r *Report) error {
 	if err := tw.Flush(); err != nil {
 		return err
 	}
+	writeIB(b, r)
 	// the same note for many pods is printed once, naming them
 	var order []string
 	who := map[string][]string{}
@@ -168,7 +170,7 @@ func WriteTable(w io.Writer, r *Report) error {
 			if e.Value == "" {
 				v = e.Name
 			}
-			fmt.Fprintf(b, "  %-9s %-32s %s\n", p.Mode, v, e.Why)
+			fmt.Fprintf(b, "  %-12s %-32s %s\n", p.Mode, v, e.Why)
 		}
 	}
 	fmt.Fprintln(b, "\nTimings:")
@@ -180,10 +182,10 @@ func WriteTable(w io.Writer, r *Report) error {
 	for _, m := range modes {
 		s := r.Summary.Modes[m]
 		if m == ModeHost {
-			fmt.Fprintf(b, "  %-9s %d/%d pods ready (hostNetwork: device allocation only, no CNI)\n", m, s.Attached, s.Pods)
+			fmt.Fprintf(b, "  %-12s %d/%d pods ready (hostNetwork: device allocation only, no CNI)\n", m, s.Attached, s.Pods)
 			continue
 		}
-		fmt.Fprintf(b, "  %-9s %d/%d pods attached, CNI ADD p50 %dms, max %dms\n", m, s.Attached, s.Pods, s.AttachP50MS, s.AttachMaxMS)
+		fmt.Fprintf(b, "  %-12s %d/%d pods attached, CNI ADD p50 %dms, max %dms\n", m, s.Attached, s.Pods, s.AttachP50MS, s.AttachMaxMS)
 	}
 	for i, c := range r.Summary.Cycles {
 		det := fmt.Sprintf("detach (all in parallel) %dms", c.DetachWallMS)
@@ -222,4 +224,79 @@ func modeOrder(m string) int {
 		}
 	}
 	return len(AllModes)
+}
+
+// writeIB writes the InfiniBand pods: each exclusive pod's GUID and PKey
+// (and what DEL left), each IPoIB pod's child, the GUIDs' uniqueness, and
+// the operations recorded for the first pod of each IB mode.
+func writeIB(b *strings.Builder, r *Report) {
+	var ib []PodReport
+	for _, p := range r.Pods {
+		if p.InfiniBand != nil {
+			ib = append(ib, p)
+		}
+	}
+	if len(ib) == 0 {
+		return
+	}
+	fmt.Fprintf(b, "\nInfiniBand (the ib-sriov-cni and ipoib-cni NADs unchanged; ib-sriov GUIDs from the node's GUID pool %s-%s):\n", GUIDPoolStart, GUIDPoolEnd)
+	tw := tabwriter.NewWriter(b, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "  POD\tPLUGIN\tnet1\tVF / PARENT\tGUID\tPKEY\tAFTER DEL")
+	guids := map[string]int{}
+	exclusive, released := 0, 0
+	for _, p := range ib {
+		x := p.InfiniBand
+		where, guid, pkey, after := "", x.GUID, x.PKey, ""
+		switch x.Plugin {
+		case "ipoib":
+			where = fmt.Sprintf("IPoIB child of %s (%s mode)", x.Parent, x.Mode)
+			guid = "port " + x.PortGUID + " (shared)"
+			pkey += " (the port's)"
+			after = "-"
+		default:
+			exclusive++
+			guids[x.GUID]++
+			where = fmt.Sprintf("VF %s, %s", x.VF, strings.TrimSuffix(p.RDMA, " (recorded)"))
+			if x.GUIDSource != "" {
+				guid += " (pool)"
+			}
+			after = "-"
+			if x.GUIDAfterDel != "" || x.PoolReleased != nil {
+				after = "VF GUID " + cmp.Or(x.GUIDAfterDel, "(none)")
+				if x.PoolReleased != nil && *x.PoolReleased {
+					after += ", free in the pool"
+					released++
+				} else if x.PoolReleased != nil {
+					after += ", STILL ALLOCATED in the pool"
+				}
+			}
+		}
+		fmt.Fprintf(tw, "  %s/%s\t%s\t%s\t%s\t%s\t%s\t%s\n", p.Namespace, p.Name, x.Plugin, ifaceCell(p, "net1"), where, guid, pkey, after)
+	}
+	_ = tw.Flush()
+	if exclusive > 0 {
+		verdict := fmt.Sprintf("  GUIDs: %d ib-sriov pods, %d distinct", exclusive, len(guids))
+		if len(guids) == exclusive {
+			verdict += " (unique)"
+		} else {
+			verdict += " (DUPLICATES)"
+		}
+		switch {
+		case r.Summary.Kept:
+			verdict += "; kept attached"
+		case released == exclusive:
+			verdict += "; after DEL every VF's GUID is reset (a fresh VF's zero GUID comes back as all ones, as with ib-sriov-cni) and every GUID is free in the pool again"
+		default:
+			verdict += fmt.Sprintf("; after DEL %d of %d GUIDs are free in the pool", released, exclusive)
+		}
+		fmt.Fprintln(b, verdict)
+	}
+	shown := map[string]bool{}
+	for _, p := range ib {
+		if shown[p.Mode] || len(p.InfiniBand.Recorded) == 0 {
+			continue
+		}
+		shown[p.Mode] = true
+		fmt.Fprintf(b, "  recorded for %s/%s (not done by a kernel here): %s\n", p.Namespace, p.Name, strings.Join(p.InfiniBand.Recorded, "; "))
+	}
 }

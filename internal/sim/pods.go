@@ -23,16 +23,16 @@ const (
 	ModeHost      = "host"
 )
 
-// AllModes is every mode the demo knows.
-var AllModes = []string{ModeExclusive, ModeShared, ModeHost}
-
-// InfiniBand variants of the exclusive and shared modes (issue 28): their
-// manifests are loaded (ib-*.yaml) but Run does not build IB nodes yet, so
-// they are not in AllModes.
+// InfiniBand variants of the exclusive and shared modes (issue 28), on the
+// demo's IB nodes.
 const (
 	ModeIBExclusive = "ib-exclusive" // ib-sriov VFs with GUIDs from the pool
 	ModeIBShared    = "ib-shared"    // an IPoIB child of the shared IB port
 )
+
+// AllModes is every mode the demo knows, in the order it runs them (the
+// default of Options.Modes).
+var AllModes = []string{ModeExclusive, ModeShared, ModeHost, ModeIBExclusive, ModeIBShared}
 
 // IB resources of the IB manifests.
 const (

@@ -14,7 +14,10 @@ import (
 )
 
 // RequiredBinaries are the plugins the demo execs (from BinDir).
-var RequiredBinaries = []string{"rdmanet", "rdmanet-direct", "sriov", "sriov-direct", "rdma", "rdma-direct", "rdmanet-ipam", "rdmanet-ipam-direct", "macvlan", "bridge", "host-local"}
+// ib-sriov and ipoib (the InfiniBand modes) run each call in their own
+// process: they have no -direct sibling.
+var RequiredBinaries = []string{"rdmanet", "rdmanet-direct", "sriov", "sriov-direct", "rdma", "rdma-direct", "rdmanet-ipam", "rdmanet-ipam-direct", "macvlan", "bridge", "host-local",
+	"ib-sriov", "ipoib"}
 
 // PrereqError means the machine cannot run the demo (no root, no network
 // namespaces, binaries missing); the CLI exits 2.
@@ -52,7 +55,7 @@ func CheckBinaries(dir string) error {
 // TestHooksBinaries are the plugin binaries the demo drives through the test
 // switches (RDMANET_NETOPS=record), so they must be -tags rdmanet_testhooks
 // builds.
-var TestHooksBinaries = []string{"sriov-direct", "rdma-direct"}
+var TestHooksBinaries = []string{"sriov-direct", "rdma-direct", "ib-sriov", "ipoib"}
 
 // testHooksBuild is "" when the Go binary at path was built with the
 // test-switch tag, else why not.

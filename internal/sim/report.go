@@ -34,6 +34,7 @@ type PodReport struct {
 	NCCL          []EnvVar            `json:"nccl"`
 	Notes         []string            `json:"notes,omitempty"`
 	NetworkStatus json.RawMessage     `json:"network_status,omitempty"`
+	InfiniBand    *IBReport           `json:"infiniband,omitempty"` // the IB modes: GUID and PKey, or the IPoIB child
 	AllocMS       int64               `json:"alloc_ms"`
 	AttachMS      int64               `json:"attach_ms"` // CNI ADD (0 for hostNetwork: no CNI runs)
 	DetachMS      int64               `json:"detach_ms"`

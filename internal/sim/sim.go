@@ -14,8 +14,12 @@
 // pools only in "exclusive" mode and shared pools only in "shared" mode, so
 // the demo runs two simulated nodes with the same hardware: gpu-node-excl
 // (exclusive mode: the VF pods) and gpu-node-shared (shared mode: the
-// macvlan pods and the hostNetwork pods). Nothing touches the links of the
-// namespace the demo runs in.
+// macvlan pods and the hostNetwork pods). The InfiniBand variants of the
+// exclusive and shared networks (ib-sriov-cni's and ipoib-cni's configs)
+// run the same way on two IB nodes: ib-node-excl (ib-sriov VFs whose GUIDs
+// come from the node's GUID pool) and ib-node-shared (IPoIB children of
+// the shared IB port). Nothing touches the links of the namespace the demo
+// runs in.
 package sim
 
 import (
@@ -96,7 +100,7 @@ func (o *Options) defaults() error {
 	seen := map[string]bool{}
 	for _, m := range o.Modes {
 		switch m {
-		case ModeExclusive, ModeShared, ModeHost:
+		case ModeExclusive, ModeShared, ModeHost, ModeIBExclusive, ModeIBShared:
 		default:
 			return fmt.Errorf("mode %q: want %s", m, strings.Join(AllModes, ", "))
 		}
@@ -131,8 +135,13 @@ func (o *Options) defaults() error {
 
 // nodeFor is the simulated node of a mode.
 func nodeFor(mode string) string {
-	if mode == ModeExclusive {
+	switch mode {
+	case ModeExclusive:
 		return NodeExclusive
+	case ModeIBExclusive:
+		return NodeIBExclusive
+	case ModeIBShared:
+		return NodeIBShared
 	}
 	return NodeShared
 }
@@ -169,10 +178,6 @@ func Run(ctx context.Context, o Options) (rep *Report, err error) {
 	if err != nil {
 		return nil, err
 	}
-	// the longest unix socket path the demo creates must fit sun_path (108 bytes)
-	if longest := filepath.Join(workDir, "nodes", NodeShared, "dp", "rdmanet-"+strings.NewReplacer("/", "_", ".", "_").Replace(SharedResource)+".sock"); len(longest) > 107 {
-		return nil, fmt.Errorf("work dir %s is too long: the demo's unix sockets (e.g. %s, %d bytes) must fit in 107 bytes; fix: use a shorter --work-dir (default %s)", workDir, longest, len(longest), DefaultWorkDir)
-	}
 	m, err := LoadManifests()
 	if err != nil {
 		return nil, err
@@ -190,12 +195,30 @@ func Run(ctx context.Context, o Options) (rep *Report, err error) {
 	if wantMode[ModeShared] || wantMode[ModeHost] {
 		st.Nodes = append(st.Nodes, nodeDef{Name: NodeShared, Mode: netops.RDMANetnsShared, PodCIDR: "10.244.2.0/24", VFs: max(8, o.Pods)})
 	}
+	if wantMode[ModeIBExclusive] {
+		st.Nodes = append(st.Nodes, nodeDef{Name: NodeIBExclusive, Mode: netops.RDMANetnsExclusive, PodCIDR: "10.244.3.0/24", VFs: max(8, o.Pods), IB: true})
+	}
+	if wantMode[ModeIBShared] {
+		st.Nodes = append(st.Nodes, nodeDef{Name: NodeIBShared, Mode: netops.RDMANetnsShared, PodCIDR: "10.244.4.0/24", VFs: 8, IB: true})
+	}
+	// the longest unix socket path the demo creates must fit sun_path (108 bytes)
+	for _, d := range st.Nodes {
+		for _, res := range d.resources() {
+			if sock := filepath.Join(workDir, "nodes", d.Name, "dp", "rdmanet-"+strings.NewReplacer("/", "_", ".", "_").Replace(res)+".sock"); len(sock) > 107 {
+				return nil, fmt.Errorf("work dir %s is too long: the demo's unix sockets (e.g. %s, %d bytes) must fit in 107 bytes; fix: use a shorter --work-dir (default %s)", workDir, sock, len(sock), DefaultWorkDir)
+			}
+		}
+	}
 	if err := lock(st); err != nil {
 		return nil, err
 	}
 	rep = &Report{Pods: []PodReport{}, Summary: Summary{PodsPerMode: o.Pods, Modes: map[string]ModeSummary{},
 		Simulated: "no SR-IOV or RDMA hardware is used: PF/VF netdevs are veth ends in each node's host netns, sysfs is a fixture tree, and VF settings and RDMA netns moves go through the recording netops (" +
 			"netops.Recorder): recorded, not done by a kernel; see each node's recorder log"}}
+	if slices.ContainsFunc(st.Nodes, func(d nodeDef) bool { return d.IB }) {
+		rep.Summary.Simulated += ". On the IB nodes the IPoIB netdevs are veth ends named like them, VF GUIDs set through the PF and the VF rebinds are recorded, " +
+			"and each IPoIB child is recorded (ip link add ... type ipoib) and stood in for by a macvlan of the port's veth: this kernel has no ib_ipoib"
+	}
 	nodes := map[string]*node{}
 	kept := false
 	defer func() {
@@ -234,9 +257,12 @@ func Run(ctx context.Context, o Options) (rep *Report, err error) {
 			return rep, err
 		}
 		nodes[d.Name] = n
-		want := map[string]int{ExclusiveResource: o.Pods}
-		if d.Mode == netops.RDMANetnsShared {
-			want = map[string]int{SharedResource: 2 * o.Pods}
+		want := map[string]int{}
+		for _, res := range d.resources() {
+			want[res] = o.Pods
+		}
+		if !d.IB && d.Mode == netops.RDMANetnsShared {
+			want[SharedResource] = 2 * o.Pods // the shared and the host pods
 		}
 		if err := n.waitPools(ctx, want); err != nil {
 			return rep, err
@@ -267,8 +293,8 @@ func Run(ctx context.Context, o Options) (rep *Report, err error) {
 			st.RDMA[d.Name] = append(st.RDMA[d.Name], dev)
 		}
 		sort.Strings(st.RDMA[d.Name])
-		pr.printf("node %s up in %s: RDMA netns mode %s (recorded), 2 RoCE PFs (%s NUMA 0 with %d VFs, %s NUMA 1), agent serving %s; host netns %s",
-			d.Name, time.Since(t0).Round(time.Millisecond), d.Mode, ExclusivePF, d.VFs, SharedPF, strings.Join(slices.Sorted(maps.Keys(want)), ","), l.hostNS(d.Name))
+		pr.printf("node %s up in %s: RDMA netns mode %s (recorded), %s, agent serving %s; host netns %s",
+			d.Name, time.Since(t0).Round(time.Millisecond), d.Mode, d.hardware(), strings.Join(slices.Sorted(maps.Keys(want)), ","), l.hostNS(d.Name))
 	}
 	st.Before = &before
 	if err := writeState(st); err != nil {
@@ -283,6 +309,9 @@ func Run(ctx context.Context, o Options) (rep *Report, err error) {
 		runs, cs, ferr := attachRound(ctx, o, l, m, st, nodes, pr, cycle)
 		if ferr != nil {
 			failures = append(failures, ferr.Error())
+		}
+		if dup := uniqueGUIDs(runs); len(dup) > 0 {
+			failures = append(failures, fmt.Sprintf("round %d: %s", cycle, strings.Join(dup, "; ")))
 		}
 		if last {
 			rep.Pods = rep.Pods[:0]
@@ -324,6 +353,7 @@ func Run(ctx context.Context, o Options) (rep *Report, err error) {
 			}
 		}
 		diff := before.Diff(after)
+		diff = append(diff, checkIBRelease(runs)...)
 		cs.Cleanup = verdict(diff)
 		rep.Summary.Cycles = append(rep.Summary.Cycles, cs)
 		pr.printf("round %d: detached in %dms; host state: %s", cycle, cs.DetachWallMS, cs.Cleanup)

@@ -34,7 +34,7 @@ func TestOptionsDefaults(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				if tc.o.Pods != DefaultPods || len(tc.o.Modes) != 3 || tc.o.WorkDir != DefaultWorkDir || tc.o.NetnsPrefix != DefaultPrefix || tc.o.Cycles != 1 {
+				if tc.o.Pods != DefaultPods || len(tc.o.Modes) != len(AllModes) || tc.o.WorkDir != DefaultWorkDir || tc.o.NetnsPrefix != DefaultPrefix || tc.o.Cycles != 1 {
 					t.Fatalf("defaults: %+v", tc.o)
 				}
 				return
@@ -108,6 +108,7 @@ func TestHostStateDiff(t *testing.T) {
 		{name: "cache left", mutate: func(s *NodeState) { s.Files["cni-state/sriov/0000:41:00.2.json"] = "sha256:x" }, want: "state file cni-state/sriov/0000:41:00.2.json left behind"},
 		{name: "VF setting kept", mutate: func(s *NodeState) { s.VFs["pf/0"] = "vlan 200" }, want: "VF pf/0 changed"},
 		{name: "RDMA device away", mutate: func(s *NodeState) { s.RDMA["mlx5_2"] = "moved" }, want: "RDMA device mlx5_2 changed"},
+		{name: "GUID pool allocation left", mutate: func(s *NodeState) { s.Files["guid-pool/blocks.json"] = "1 allocations" }, want: "state file guid-pool/blocks.json left behind (1 allocations)"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -143,6 +144,9 @@ func TestNormaliseFile(t *testing.T) {
 		{name: "pod allocation beside the gateway counted", rel: "ipam/blocks.json",
 			content: `{"blocks":[{"spec":{"allocations":{"192.168.2.1":{"reserved":"gateway"},"192.168.2.17":{"containerID":"c1"}}}}]}`, want: "1 allocations"},
 		{name: "gateway marker ignored", rel: "ipam/62638c8179-s.gateway", content: "192.168.2.1", want: ""},
+		{name: "GUID pool block without allocations counts as none", rel: "guid-pool/blocks.json", content: `{"blocks":[{"spec":{"allocations":{}}}]}`, want: ""},
+		{name: "GUID pool allocation counted", rel: "guid-pool/blocks.json",
+			content: `{"blocks":[{"spec":{"allocations":{"200::6000":{"containerID":"c1","ifName":"net1"}}}}]}`, want: "1 allocations"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -225,11 +229,13 @@ func TestCheckBinariesRefusesProductionBuilds(t *testing.T) {
 		from    map[string]string // binary -> built file ("" = a shell script)
 		wantErr []string
 	}{
-		{name: "test-switch builds", from: map[string]string{"sriov-direct": tagBin, "rdma-direct": tagBin}},
+		{name: "test-switch builds", from: map[string]string{"sriov-direct": tagBin, "rdma-direct": tagBin, "ib-sriov": tagBin, "ipoib": tagBin}},
 		{name: "production sriov and rdma", from: map[string]string{"sriov-direct": prodBin, "rdma-direct": prodBin},
 			wantErr: []string{"sriov-direct (built without -tags rdmanet_testhooks)", "rdma-direct (built without", "RDMANET_NETOPS=record", "make demo-bin", "bin/testhooks"}},
-		{name: "production rdma only", from: map[string]string{"sriov-direct": tagBin, "rdma-direct": prodBin}, wantErr: []string{"rdma-direct (built without"}},
-		{name: "not a Go binary", from: map[string]string{"sriov-direct": "", "rdma-direct": tagBin}, wantErr: []string{"sriov-direct (no Go build info"}},
+		{name: "production rdma only", from: map[string]string{"sriov-direct": tagBin, "rdma-direct": prodBin, "ib-sriov": tagBin, "ipoib": tagBin}, wantErr: []string{"rdma-direct (built without"}},
+		{name: "not a Go binary", from: map[string]string{"sriov-direct": "", "rdma-direct": tagBin, "ib-sriov": tagBin, "ipoib": tagBin}, wantErr: []string{"sriov-direct (no Go build info"}},
+		{name: "production InfiniBand plugins", from: map[string]string{"sriov-direct": tagBin, "rdma-direct": tagBin, "ib-sriov": prodBin, "ipoib": prodBin},
+			wantErr: []string{"ib-sriov (built without -tags rdmanet_testhooks)", "ipoib (built without"}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

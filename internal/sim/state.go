@@ -86,7 +86,8 @@ func linkStates(n ns.NetNS) ([]LinkState, error) {
 // blocks by design (a node claims a block once and keeps it); what must
 // return to the same value is the number of allocations in them, so a
 // block file is compared by that number and one without allocations
-// counts as absent. A network's gateway is reserved in the store once and
+// counts as absent; the GUID pool's store (guid-pool/) is compared the
+// same way. A network's gateway is reserved in the store once and
 // kept, like a claimed block: reservations are not counted, and the node's
 // gateway marker files are left out.
 func normaliseFile(rel string, b []byte) string {
@@ -98,7 +99,7 @@ func normaliseFile(rel string, b []byte) string {
 		return ""
 	case strings.HasPrefix(rel, "ipam/") && strings.HasSuffix(base, ".gateway"):
 		return ""
-	case strings.HasPrefix(rel, "ipam/") && strings.HasSuffix(base, ".json"):
+	case (strings.HasPrefix(rel, "ipam/") || strings.HasPrefix(rel, "guid-pool/")) && strings.HasSuffix(base, ".json"):
 		var v any
 		if err := json.Unmarshal(b, &v); err == nil {
 			if n := countAllocations(v); n > 0 {
@@ -175,6 +176,14 @@ func snapshotNode(d nodeDef, l layout, host, wire ns.NetNS, rec *netops.Recorder
 		}
 	}
 	for i := 0; i < d.VFs; i++ {
+		if d.IB {
+			v, err := ibVFState(rec, i)
+			if err != nil {
+				return s, err
+			}
+			s.VFs[fmt.Sprintf("%s/%d", IBExclusivePort, i)] = v
+			continue
+		}
 		st, err := rec.VFState(ExclusivePF, i)
 		if err != nil {
 			return s, err
