@@ -11,7 +11,6 @@ import (
 
 	"github.com/containernetworking/cni/pkg/skel"
 	current "github.com/containernetworking/cni/pkg/types/100"
-	"github.com/containernetworking/plugins/pkg/ipam"
 	"github.com/containernetworking/plugins/pkg/ns"
 
 	"github.com/rdmanet/rdmanet/internal/cni/sriov"
@@ -403,19 +402,8 @@ func (p *Plugin) Add(args *skel.CmdArgs) (_ *current.Result, err error) {
 		if err != nil {
 			return nil, fmt.Errorf("IPAM plugin %q ADD: %w", conf.IPAMType, err)
 		}
-		ipRes, err := current.NewResultFromResult(r)
-		if err != nil {
-			return nil, fmt.Errorf("IPAM plugin %q result: %w", conf.IPAMType, err)
-		}
-		if len(ipRes.IPs) == 0 {
-			return nil, fmt.Errorf("IPAM plugin %q returned no IP address; check its range", conf.IPAMType)
-		}
-		for _, ipc := range ipRes.IPs {
-			ipc.Interface = current.Int(0)
-		}
-		result.IPs, result.Routes, result.DNS = ipRes.IPs, ipRes.Routes, ipRes.DNS
-		if err := podNS.Do(func(ns.NetNS) error { return ipam.ConfigureIface(args.IfName, result) }); err != nil {
-			return nil, fmt.Errorf("apply IPAM result to %s: %w", args.IfName, err)
+		if err := verbs.ApplyIPAM(conf.IPAMType, r, result, podNS, args.IfName); err != nil {
+			return nil, err
 		}
 	}
 	if err := step(StepIPAM); err != nil {

@@ -7,7 +7,6 @@ import (
 	"os"
 
 	"github.com/containernetworking/cni/pkg/skel"
-	current "github.com/containernetworking/cni/pkg/types/100"
 	"github.com/containernetworking/plugins/pkg/ip"
 	"github.com/containernetworking/plugins/pkg/ns"
 
@@ -156,52 +155,35 @@ func (p *Plugin) Del(args *skel.CmdArgs) error {
 		conf = &Config{}
 		p.warnf("ib-sriov DEL: %v; using the record", err)
 	}
-	records := p.records()
-	rec, err := records.Find(conf.DeviceID, args.ContainerID, args.IfName)
-	if errors.Is(err, os.ErrNotExist) {
-		if err := records.ClearCutShort(conf.DeviceID); err != nil {
-			p.warnf("ib-sriov DEL: %v", err)
-		}
-		// ADD may have allocated a GUID and died before its record said so:
-		// the pool's allocation is keyed by (container, ifname), release it.
-		if pool, perr := p.pool(); perr == nil && pool != nil && args.ContainerID != "" && args.IfName != "" {
-			owner, _ := rdmaipam.OwnerFromArgs(args.ContainerID, args.IfName, args.Args)
-			ctx, cancel := ctxTimeout()
-			defer cancel()
-			if err := pool.Release(ctx, owner); err != nil {
-				return err
-			}
-		}
-		if conf.IPAMType != "" {
-			if err := p.IPAM.Del(conf.IPAMType, args.StdinData); err != nil {
-				return fmt.Errorf("IPAM plugin %q DEL: %w", conf.IPAMType, err)
-			}
-		}
-		return nil
-	}
-	if err != nil {
-		return err
-	}
 	stdin := args.StdinData
 	if conf.IPAMType == "" {
 		stdin = nil
 	}
-	bdf := rec.DeviceID
-	return verbs.DelStep{
-		Lock: records.LockPath(bdf),
-		Reread: func() (err error) {
-			rec, err = records.Find(bdf, args.ContainerID, args.IfName)
-			return err
-		},
-		Netns:       args.Netns,
+	return verbs.RecordDel[Record]{
+		Records:     p.records(),
+		Device:      func(r *Record) string { return r.DeviceID },
 		StrictNetns: true,
-		Undo: func(hostNS, podNS ns.NetNS) error {
-			if err := p.teardown(rec, hostNS, podNS, stdin); err != nil {
-				return err
+		Warnf:       p.warnf,
+		Unrecorded: func() error {
+			// ADD may have allocated a GUID and died before its record said so:
+			// the pool's allocation is keyed by (container, ifname), release it.
+			if pool, perr := p.pool(); perr == nil && pool != nil && args.ContainerID != "" && args.IfName != "" {
+				owner, _ := rdmaipam.OwnerFromArgs(args.ContainerID, args.IfName, args.Args)
+				ctx, cancel := ctxTimeout()
+				defer cancel()
+				if err := pool.Release(ctx, owner); err != nil {
+					return err
+				}
 			}
-			return records.Remove(rec.DeviceID)
+			if conf.IPAMType != "" {
+				if err := p.IPAM.Del(conf.IPAMType, args.StdinData); err != nil {
+					return fmt.Errorf("IPAM plugin %q DEL: %w", conf.IPAMType, err)
+				}
+			}
+			return nil
 		},
-	}.Run()
+		Undo: func(r *Record, hostNS, podNS ns.NetNS) error { return p.teardown(r, hostNS, podNS, stdin) },
+	}.Run(conf.DeviceID, args)
 }
 
 // Check verifies the netdev (up, addresses), the RDMA device's place and the
@@ -211,15 +193,9 @@ func (p *Plugin) Check(args *skel.CmdArgs) error {
 	if err != nil {
 		return err
 	}
-	rec, err := p.records().Find(conf.DeviceID, args.ContainerID, args.IfName)
+	rec, prev, err := verbs.CheckRecord(p.records(), conf.DeviceID, args, func(r *Record) json.RawMessage { return r.Result })
 	if err != nil {
-		return fmt.Errorf("ib-sriov CHECK: %w", err)
-	}
-	var prev current.Result
-	if len(rec.Result) > 0 {
-		if err := json.Unmarshal(rec.Result, &prev); err != nil {
-			return fmt.Errorf("ib-sriov CHECK: recorded result: %w", err)
-		}
+		return err
 	}
 	if conf.IPAMType != "" && rec.Netdev != "" {
 		if err := p.IPAM.Check(conf.IPAMType, args.StdinData); err != nil {

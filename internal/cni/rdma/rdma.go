@@ -198,32 +198,12 @@ func (p *Plugin) Del(args *skel.CmdArgs) error {
 	if err != nil {
 		conf = &Config{}
 	}
-	records := p.records()
-	rec, err := records.Find(conf.DeviceID, args.ContainerID, args.IfName)
-	if errors.Is(err, os.ErrNotExist) {
-		if err := records.ClearCutShort(conf.DeviceID); err != nil {
-			warnf("rdma DEL: %v", err)
-		}
-		return nil
-	}
-	if err != nil {
-		return err
-	}
-	bdf := rec.DeviceID
-	return verbs.DelStep{
-		Lock: records.LockPath(bdf),
-		Reread: func() (err error) {
-			rec, err = records.Find(bdf, args.ContainerID, args.IfName)
-			return err
-		},
-		Netns: args.Netns,
-		Undo: func(hostNS, podNS ns.NetNS) error {
-			if err := p.moveBack(rec, hostNS, podNS); err != nil {
-				return err
-			}
-			return records.Remove(rec.DeviceID)
-		},
-	}.Run()
+	return verbs.RecordDel[Record]{
+		Records: p.records(),
+		Device:  func(r *Record) string { return r.DeviceID },
+		Warnf:   warnf,
+		Undo:    p.moveBack,
+	}.Run(conf.DeviceID, args)
 }
 
 // Check verifies the RDMA device is in the pod netns and the mode is exclusive.
@@ -232,9 +212,9 @@ func (p *Plugin) Check(args *skel.CmdArgs) error {
 	if err != nil {
 		return err
 	}
-	rec, err := p.records().Find(conf.DeviceID, args.ContainerID, args.IfName)
+	rec, _, err := verbs.CheckRecord(p.records(), conf.DeviceID, args, nil)
 	if err != nil {
-		return fmt.Errorf("rdma CHECK: %w", err)
+		return err
 	}
 	if err := p.checkExclusive(); err != nil {
 		return err

@@ -300,19 +300,8 @@ func (p *Plugin) Add(args *skel.CmdArgs) (_ *current.Result, err error) {
 		if err := step(StepIPAM); err != nil {
 			return nil, err
 		}
-		ipRes, err := current.NewResultFromResult(r)
-		if err != nil {
-			return nil, fmt.Errorf("IPAM plugin %q result: %w", conf.IPAMType, err)
-		}
-		if len(ipRes.IPs) == 0 {
-			return nil, fmt.Errorf("IPAM plugin %q returned no IP address; check its range/exclude settings", conf.IPAMType)
-		}
-		for _, ipc := range ipRes.IPs {
-			ipc.Interface = current.Int(0)
-		}
-		result.IPs, result.Routes, result.DNS = ipRes.IPs, ipRes.Routes, ipRes.DNS
-		if err := podNS.Do(func(ns.NetNS) error { return ipam.ConfigureIface(args.IfName, result) }); err != nil {
-			return nil, fmt.Errorf("apply IPAM result to %s: %w", args.IfName, err)
+		if err := verbs.ApplyIPAM(conf.IPAMType, r, result, podNS, args.IfName); err != nil {
+			return nil, err
 		}
 	}
 	if err := step(StepAddr); err != nil {
@@ -407,43 +396,26 @@ func (p *Plugin) Del(args *skel.CmdArgs) error {
 		conf = &Config{} // a DEL must not fail on a config it cannot read: fall back to the cache
 		p.warnf("sriov DEL: %v; using the cache", err)
 	}
-	records := p.records()
-	rec, err := records.Find(conf.DeviceID, args.ContainerID, args.IfName)
-	if errors.Is(err, os.ErrNotExist) {
-		// ADD never recorded anything (it failed before touching the VF), or DEL already ran.
-		if err := records.ClearCutShort(conf.DeviceID); err != nil {
-			p.warnf("sriov DEL: %v", err)
-		}
-		if conf.IPAMType != "" {
-			if err := p.IPAM.Del(conf.IPAMType, args.StdinData); err != nil {
-				return fmt.Errorf("IPAM plugin %q DEL: %w", conf.IPAMType, err)
-			}
-		}
-		return nil
-	}
-	if err != nil {
-		return err
-	}
 	stdin := args.StdinData
 	if conf.IPAMType == "" {
 		stdin = nil // use the cached config for IPAM DEL
 	}
-	bdf := rec.DeviceID
-	return verbs.DelStep{
-		Lock: records.LockPath(bdf),
-		Reread: func() (err error) {
-			rec, err = records.Find(bdf, args.ContainerID, args.IfName)
-			return err
-		},
-		Netns:       args.Netns,
+	return verbs.RecordDel[Record]{
+		Records:     p.records(),
+		Device:      func(r *Record) string { return r.DeviceID },
 		StrictNetns: true,
-		Undo: func(hostNS, podNS ns.NetNS) error {
-			if err := p.teardown(rec, hostNS, podNS, stdin); err != nil {
-				return err
+		Warnf:       p.warnf,
+		// ADD never recorded anything (it failed before touching the VF), or DEL already ran.
+		Unrecorded: func() error {
+			if conf.IPAMType != "" {
+				if err := p.IPAM.Del(conf.IPAMType, args.StdinData); err != nil {
+					return fmt.Errorf("IPAM plugin %q DEL: %w", conf.IPAMType, err)
+				}
 			}
-			return records.Remove(rec.DeviceID)
+			return nil
 		},
-	}.Run()
+		Undo: func(r *Record, hostNS, podNS ns.NetNS) error { return p.teardown(r, hostNS, podNS, stdin) },
+	}.Run(conf.DeviceID, args)
 }
 
 // Check verifies the interface, its addresses and routes and the VF
@@ -453,15 +425,9 @@ func (p *Plugin) Check(args *skel.CmdArgs) error {
 	if err != nil {
 		return err
 	}
-	rec, err := p.records().Find(conf.DeviceID, args.ContainerID, args.IfName)
+	rec, prev, err := verbs.CheckRecord(p.records(), conf.DeviceID, args, func(r *Record) json.RawMessage { return r.Result })
 	if err != nil {
-		return fmt.Errorf("sriov CHECK: %w", err)
-	}
-	var prev current.Result
-	if len(rec.Result) > 0 {
-		if err := json.Unmarshal(rec.Result, &prev); err != nil {
-			return fmt.Errorf("sriov CHECK: cached result: %w", err)
-		}
+		return err
 	}
 	if conf.IPAMType != "" {
 		if err := p.IPAM.Check(conf.IPAMType, args.StdinData); err != nil {

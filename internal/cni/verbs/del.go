@@ -11,10 +11,10 @@ import (
 	"github.com/rdmanet/rdmanet/internal/netops"
 )
 
-// DelStep is the part of a DEL that the device plugins (sriov, rdma) share:
-// with the device's lock held, re-read the record (a concurrent DEL may have
-// finished: then there is nothing to do), open the host netns and the pod's
-// (nil when it is already gone), and run Undo.
+// DelStep is the part of a DEL that the device plugins (sriov, rdma,
+// ib-sriov) share: with the device's lock held, re-read the record (a
+// concurrent DEL may have finished: then there is nothing to do), open the
+// host netns and the pod's (nil when it is already gone), and run Undo.
 type DelStep struct {
 	// Lock is the device's lock file.
 	Lock string
