@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"os"
 	"strings"
 	"time"
 
@@ -207,19 +206,12 @@ func (p *Plugin) Add(args *skel.CmdArgs) (_ *current.Result, err error) {
 		return nil, err
 	}
 	records := p.records()
-	held, err := verbs.OpenAdd(args.Netns, p.StateDir, records.LockPath(conf.DeviceID))
+	held, err := verbs.OpenAddRecord(args.Netns, records, conf.DeviceID, p.reclaim)
 	if err != nil {
 		return nil, err
 	}
 	defer held.Close()
 	podNS, hostNS := held.PodNS, held.HostNS
-	if r, err := records.Read(conf.DeviceID); err == nil {
-		if err := p.reclaim(r, hostNS); err != nil {
-			return nil, err
-		}
-	} else if !errors.Is(err, os.ErrNotExist) {
-		return nil, err
-	}
 	rec := &Record{ContainerID: args.ContainerID, IfName: args.IfName, Netns: args.Netns, DeviceID: conf.DeviceID,
 		IsVF: f.isVF, PFBDF: f.pfBDF, PF: f.pf, VFIndex: f.index, Driver: f.driver, Netdev: f.netdev, RDMADev: f.rdmaDev,
 		Owner: owner, Conf: *conf, Stdin: args.StdinData}

@@ -111,19 +111,12 @@ func (p *Plugin) Add(args *skel.CmdArgs) (_ types.Result, err error) {
 		return nil, err
 	}
 	records := p.records()
-	held, err := verbs.OpenAdd(args.Netns, p.StateDir, records.LockPath(conf.DeviceID))
+	held, err := verbs.OpenAddRecord(args.Netns, records, conf.DeviceID, p.reclaim)
 	if err != nil {
 		return nil, err
 	}
 	defer held.Close()
 	podNS, hostNS := held.PodNS, held.HostNS
-	if r, err := records.Read(conf.DeviceID); err == nil {
-		if err := p.reclaim(r, hostNS); err != nil {
-			return nil, err
-		}
-	} else if !errors.Is(err, os.ErrNotExist) {
-		return nil, err
-	}
 	rec := &Record{ContainerID: args.ContainerID, IfName: args.IfName, Netns: args.Netns, DeviceID: conf.DeviceID, RDMADev: dev}
 	if err := records.Write(rec.DeviceID, rec); err != nil {
 		return nil, err

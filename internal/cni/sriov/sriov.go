@@ -173,20 +173,12 @@ func (p *Plugin) Add(args *skel.CmdArgs) (_ *current.Result, err error) {
 		return nil, err
 	}
 	records := p.records()
-	held, err := verbs.OpenAdd(args.Netns, p.StateDir, records.LockPath(conf.DeviceID))
+	held, err := verbs.OpenAddRecord(args.Netns, records, conf.DeviceID, p.reclaim)
 	if err != nil {
 		return nil, err
 	}
 	defer held.Close()
 	podNS, hostNS := held.PodNS, held.HostNS
-
-	if r, err := records.Read(conf.DeviceID); err == nil {
-		if err := p.reclaim(r, hostNS); err != nil {
-			return nil, err
-		}
-	} else if !errors.Is(err, os.ErrNotExist) {
-		return nil, err
-	}
 
 	nd := p.Sysfs.Netdevs(conf.DeviceID)
 	if len(nd) == 0 {
