@@ -15,7 +15,6 @@ import (
 	"github.com/rdmanet/rdmanet/internal/guidpool"
 	rdmaipam "github.com/rdmanet/rdmanet/internal/ipam"
 	"github.com/rdmanet/rdmanet/internal/netops"
-	"github.com/rdmanet/rdmanet/internal/sysfs"
 )
 
 // Versions are the CNI spec versions the plugin speaks (ib-sriov-cni: all).
@@ -24,31 +23,23 @@ var Versions = version.PluginSupports("0.3.0", "0.3.1", "0.4.0", "1.0.0", "1.1.0
 // About is printed for CNI VERSION-less invocations.
 const About = "ib-sriov CNI plugin (rdmanet): gives a pod an InfiniBand VF with its GUID (from the pod or the GUID pool) and restores it on DEL"
 
-// FromEnv builds the plugin from the process environment: RDMANET_SYSFS_ROOT,
-// RDMANET_CNI_STATE_DIR, RDMANET_GUID_POOL_CONFIG, NODENAME, and the test
-// switches netops.FromEnv honours in test builds.
+// FromEnv builds the plugin from the process environment: what every
+// rdmanet plugin reads (verbs.FromEnv: RDMANET_SYSFS_ROOT,
+// RDMANET_CNI_STATE_DIR, the test switches of test builds), and
+// RDMANET_GUID_POOL_CONFIG and NODENAME for the GUID pool.
 func FromEnv(getenv func(string) string) (*Plugin, error) {
 	if getenv == nil {
-		getenv = os.Getenv
+		getenv = os.Getenv // the GUID pool's settings are read later, from the same environment
 	}
-	ops, err := netops.FromEnv(getenv)
+	e, err := verbs.FromEnv(getenv, "ib-sriov", DefaultStateDir, nil)
 	if err != nil {
 		return nil, err
 	}
-	ib, ok := ops.VF.(netops.IBVF)
+	ib, ok := e.Ops.VF.(netops.IBVF)
 	if !ok {
-		return nil, fmt.Errorf("ib-sriov: the VF implementation %T cannot set InfiniBand GUIDs", ops.VF)
+		return nil, fmt.Errorf("ib-sriov: the VF implementation %T cannot set InfiniBand GUIDs", e.Ops.VF)
 	}
-	p := &Plugin{
-		Sysfs:    sysfs.New(getenv(netops.EnvSysfsRoot)),
-		VF:       ops.VF,
-		IB:       ib,
-		RDMA:     ops.RDMA,
-		IPAM:     sriov.ExecIPAM{},
-		StateDir: netops.PluginStateDir(getenv, "ib-sriov", DefaultStateDir),
-		Fault:    netops.FailpointFromEnv(getenv, "ib-sriov"),
-		Warnf:    func(f string, a ...any) { fmt.Fprintf(os.Stderr, f+"\n", a...) },
-	}
+	p := &Plugin{Sysfs: e.Sysfs, VF: e.Ops.VF, IB: ib, RDMA: e.Ops.RDMA, IPAM: sriov.ExecIPAM{}, StateDir: e.StateDir, Fault: e.Fault, Warnf: e.Warnf}
 	p.Pool = sync.OnceValues(func() (*guidpool.Pool, error) {
 		cfg, err := guidpool.FromEnv(getenv)
 		if err != nil || cfg == nil {
@@ -60,9 +51,6 @@ func FromEnv(getenv func(string) string) (*Plugin, error) {
 		host, _ := os.Hostname()
 		return guidpool.Open(cfg, cmp.Or(getenv(rdmaipam.EnvNodeName), host))
 	})
-	for _, w := range ops.Warnings {
-		p.warnf("ib-sriov: %s", w)
-	}
 	return p, nil
 }
 

@@ -1,16 +1,12 @@
 package ipoib
 
 import (
-	"fmt"
-	"os"
-
 	"github.com/containernetworking/cni/pkg/skel"
 	"github.com/containernetworking/cni/pkg/types"
 	"github.com/containernetworking/cni/pkg/version"
 
 	"github.com/rdmanet/rdmanet/internal/cni/verbs"
 	"github.com/rdmanet/rdmanet/internal/netops"
-	"github.com/rdmanet/rdmanet/internal/sysfs"
 )
 
 // Versions are the CNI spec versions the plugin speaks.
@@ -21,30 +17,16 @@ var Versions = version.All
 // About is the plugin's description.
 const About = "ipoib CNI plugin (rdmanet): an IPoIB child of the IB port's netdev as the pod's interface (shared mode on InfiniBand)"
 
-// FromEnv builds the plugin from the process environment: RDMANET_SYSFS_ROOT
-// and the test switches RDMANET_NETOPS(_STATE) and RDMANET_CNI_FAULT, which
-// only a -tags rdmanet_testhooks build honours (see netops.FromEnv).
-// Warnings go to stderr, the CNI log.
+// FromEnv builds the plugin from the process environment (verbs.FromEnv:
+// RDMANET_SYSFS_ROOT and the test switches RDMANET_NETOPS(_STATE) and
+// RDMANET_CNI_FAULT, which only a -tags rdmanet_testhooks build honours;
+// the plugin keeps no state dir). Warnings go to stderr, the CNI log.
 func FromEnv(getenv func(string) string) (*Plugin, error) {
-	if getenv == nil {
-		getenv = os.Getenv
-	}
-	ops, err := netops.FromEnv(getenv)
+	e, err := verbs.FromEnv(getenv, "ipoib", "", nil)
 	if err != nil {
 		return nil, err
 	}
-	p := &Plugin{
-		Sysfs: sysfs.New(getenv(netops.EnvSysfsRoot)),
-		IPoIB: netops.IPoIBOf(ops),
-		RDMA:  ops.RDMA,
-		IPAM:  ExecIPAM{},
-		Fault: netops.FailpointFromEnv(getenv, "ipoib"),
-		Warnf: func(f string, a ...any) { fmt.Fprintf(os.Stderr, f+"\n", a...) },
-	}
-	for _, w := range ops.Warnings {
-		p.warnf("ipoib: %s", w)
-	}
-	return p, nil
+	return &Plugin{Sysfs: e.Sysfs, IPoIB: netops.IPoIBOf(e.Ops), RDMA: e.Ops.RDMA, IPAM: ExecIPAM{}, Fault: e.Fault, Warnf: e.Warnf}, nil
 }
 
 // Funcs adapts the plugin (or the error building it) to skel.
@@ -68,13 +50,7 @@ func Run(cmd string, args *skel.CmdArgs, getenv func(string) string, ipam IPAM) 
 // ADD first warns (CNI log) about every config key the plugin does not read.
 func (p *Plugin) Run(cmd string, a *skel.CmdArgs) ([]byte, error) {
 	if cmd == "ADD" {
-		name := ""
-		if c, err := ParseLoose(a.StdinData); err == nil {
-			name = c.Name
-		}
-		for _, f := range UnknownKeys(a.StdinData) {
-			p.warnf("%s (network %q, container %s); the ipoib keys are listed in docs/infiniband.md", f, name, a.ContainerID)
-		}
+		verbs.WarnUnknownKeys(p.warnf, a, network(a.StdinData), UnknownKeys(a.StdinData), "the ipoib keys are listed in docs/infiniband.md")
 	}
 	return verbs.Verbs{
 		Add:        func(a *skel.CmdArgs) (types.Result, error) { return p.Add(a) },
@@ -82,4 +58,12 @@ func (p *Plugin) Run(cmd string, a *skel.CmdArgs) ([]byte, error) {
 		Check:      p.Check,
 		CNIVersion: func(stdin []byte) string { c, _ := ParseLoose(stdin); return c.CNIVersion },
 	}.Run(cmd, a)
+}
+
+// network is the config's network name ("" when it does not read).
+func network(stdin []byte) string {
+	if c, err := ParseLoose(stdin); err == nil {
+		return c.Name
+	}
+	return ""
 }

@@ -1,16 +1,11 @@
 package rdma
 
 import (
-	"fmt"
-	"os"
-
 	"github.com/containernetworking/cni/pkg/skel"
 	"github.com/containernetworking/cni/pkg/types"
 	"github.com/containernetworking/cni/pkg/version"
 
 	"github.com/rdmanet/rdmanet/internal/cni/verbs"
-	"github.com/rdmanet/rdmanet/internal/netops"
-	"github.com/rdmanet/rdmanet/internal/sysfs"
 )
 
 // Versions are the CNI spec versions the plugin speaks.
@@ -19,26 +14,16 @@ var Versions = version.PluginSupports("0.3.1", "0.4.0", "1.0.0", "1.1.0")
 // About is the plugin's description.
 const About = "rdma CNI plugin (rdmanet): moves a VF's RDMA device into the pod netns (exclusive mode)"
 
-// FromEnv builds the plugin from the process environment (see
-// sriov.FromEnv: the same knobs and test switches; warnings go to stderr).
+// FromEnv builds the plugin from the process environment (verbs.FromEnv:
+// the same knobs and test switches as every rdmanet plugin; warnings go
+// to stderr).
 func FromEnv(getenv func(string) string) (*Plugin, error) {
-	if getenv == nil {
-		getenv = os.Getenv
-	}
-	ops, err := netops.FromEnv(getenv)
+	e, err := verbs.FromEnv(getenv, "rdma", DefaultStateDir, nil)
 	if err != nil {
 		return nil, err
 	}
-	dir := netops.PluginStateDir(getenv, "rdma", DefaultStateDir)
-	for _, w := range ops.Warnings {
-		warnf("rdma: %s", w)
-	}
-	return &Plugin{Sysfs: sysfs.New(getenv(netops.EnvSysfsRoot)), RDMA: ops.RDMA, StateDir: dir, Fault: netops.FailpointFromEnv(getenv, "rdma")}, nil
+	return &Plugin{Sysfs: e.Sysfs, RDMA: e.Ops.RDMA, StateDir: e.StateDir, Fault: e.Fault}, nil
 }
-
-// warnf writes a warning to stderr: the CNI log (the runtime's for the
-// binary, the daemon's in-process). Errors are returned, not logged.
-func warnf(format string, args ...any) { fmt.Fprintf(os.Stderr, format+"\n", args...) }
 
 // Funcs adapts the plugin (or the error building it) to skel.
 func Funcs(p *Plugin, buildErr error) skel.CNIFuncs { return verbs.Skel(p.Run, buildErr) }
@@ -59,7 +44,7 @@ func Run(cmd string, args *skel.CmdArgs, getenv func(string) string) ([]byte, er
 // ADD first warns (CNI log) about every config key the plugin does not read.
 func (p *Plugin) Run(cmd string, a *skel.CmdArgs) ([]byte, error) {
 	if cmd == "ADD" {
-		p.warnUnknownKeys(a)
+		verbs.WarnUnknownKeys(verbs.Stderr, a, network(a.StdinData), UnknownKeys(a.StdinData), "the upstream RDMA CNI keys are listed in docs/cni.md")
 	}
 	return verbs.Verbs{
 		Add:        func(a *skel.CmdArgs) (types.Result, error) { return p.Add(a) },
@@ -69,14 +54,10 @@ func (p *Plugin) Run(cmd string, a *skel.CmdArgs) ([]byte, error) {
 	}.Run(cmd, a)
 }
 
-// warnUnknownKeys logs a warning per key of the config that the plugin does
-// not read, with the key probably meant (`vlan_id` → `vlan`).
-func (p *Plugin) warnUnknownKeys(a *skel.CmdArgs) {
-	name := ""
-	if c, err := ParseLoose(a.StdinData); err == nil {
-		name = c.Name
+// network is the config's network name ("" when it does not read).
+func network(stdin []byte) string {
+	if c, err := ParseLoose(stdin); err == nil {
+		return c.Name
 	}
-	for _, f := range UnknownKeys(a.StdinData) {
-		warnf("%s (network %q, container %s); the upstream RDMA CNI keys are listed in docs/cni.md", f, name, a.ContainerID)
-	}
+	return ""
 }

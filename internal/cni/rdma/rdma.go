@@ -194,7 +194,7 @@ func (p *Plugin) Del(args *skel.CmdArgs) error {
 	return verbs.RecordDel[Record]{
 		Records: p.records(),
 		Device:  func(r *Record) string { return r.DeviceID },
-		Warnf:   warnf,
+		Warnf:   verbs.Stderr,
 		Undo:    p.moveBack,
 	}.Run(conf.DeviceID, args)
 }

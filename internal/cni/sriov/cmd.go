@@ -1,16 +1,11 @@
 package sriov
 
 import (
-	"fmt"
-	"os"
-
 	"github.com/containernetworking/cni/pkg/skel"
 	"github.com/containernetworking/cni/pkg/types"
 	"github.com/containernetworking/cni/pkg/version"
 
 	"github.com/rdmanet/rdmanet/internal/cni/verbs"
-	"github.com/rdmanet/rdmanet/internal/netops"
-	"github.com/rdmanet/rdmanet/internal/sysfs"
 )
 
 // Versions are the CNI spec versions the plugin speaks.
@@ -20,31 +15,16 @@ var Versions = version.PluginSupports("0.3.1", "0.4.0", "1.0.0", "1.1.0")
 const About = "sriov CNI plugin (rdmanet): moves an allocated SR-IOV VF into the pod and restores it on DEL"
 
 // FromEnv builds the plugin for a CNI invocation from the process
-// environment (RDMANET_SYSFS_ROOT, RDMANET_CNI_STATE_DIR, and the test
-// switches RDMANET_NETOPS, RDMANET_NETOPS_STATE, RDMANET_CNI_FAULT, which
-// only a -tags rdmanet_testhooks build honours: see netops.FromEnv).
-// Warnings (test switches this build ignores) go to stderr, the CNI log.
+// environment, as every rdmanet plugin (verbs.FromEnv: RDMANET_SYSFS_ROOT,
+// RDMANET_CNI_STATE_DIR and the test switches only a -tags
+// rdmanet_testhooks build honours). Warnings (test switches this build
+// ignores) go to stderr, the CNI log.
 func FromEnv(getenv func(string) string) (*Plugin, error) {
-	if getenv == nil {
-		getenv = os.Getenv
-	}
-	ops, err := netops.FromEnv(getenv)
+	e, err := verbs.FromEnv(getenv, "sriov", DefaultStateDir, nil)
 	if err != nil {
 		return nil, err
 	}
-	stateDir := netops.PluginStateDir(getenv, "sriov", DefaultStateDir)
-	p := &Plugin{
-		Sysfs:    sysfs.New(getenv(netops.EnvSysfsRoot)),
-		VF:       ops.VF,
-		IPAM:     ExecIPAM{},
-		StateDir: stateDir,
-		Fault:    netops.FailpointFromEnv(getenv, "sriov"),
-		Warnf:    func(f string, a ...any) { fmt.Fprintf(os.Stderr, f+"\n", a...) },
-	}
-	for _, w := range ops.Warnings {
-		p.warnf("sriov: %s", w)
-	}
-	return p, nil
+	return &Plugin{Sysfs: e.Sysfs, VF: e.Ops.VF, IPAM: ExecIPAM{}, StateDir: e.StateDir, Fault: e.Fault, Warnf: e.Warnf}, nil
 }
 
 // Funcs adapts the plugin (or the error building it) to skel.
@@ -71,7 +51,7 @@ func Run(cmd string, args *skel.CmdArgs, getenv func(string) string, ipam IPAM) 
 // ADD first warns (CNI log) about every config key the plugin does not read.
 func (p *Plugin) Run(cmd string, a *skel.CmdArgs) ([]byte, error) {
 	if cmd == "ADD" {
-		p.warnUnknownKeys(a)
+		verbs.WarnUnknownKeys(p.warnf, a, network(a.StdinData), UnknownKeys(a.StdinData), "the upstream SR-IOV CNI keys are listed in docs/cni.md")
 	}
 	return verbs.Verbs{
 		Add:        func(a *skel.CmdArgs) (types.Result, error) { return p.Add(a) },
@@ -81,14 +61,10 @@ func (p *Plugin) Run(cmd string, a *skel.CmdArgs) ([]byte, error) {
 	}.Run(cmd, a)
 }
 
-// warnUnknownKeys logs a warning per key of the config that the plugin does
-// not read, with the key probably meant (`vlan_id` → `vlan`).
-func (p *Plugin) warnUnknownKeys(a *skel.CmdArgs) {
-	name := ""
-	if c, err := ParseLoose(a.StdinData); err == nil {
-		name = c.Name
+// network is the config's network name ("" when it does not read).
+func network(stdin []byte) string {
+	if c, err := ParseLoose(stdin); err == nil {
+		return c.Name
 	}
-	for _, f := range UnknownKeys(a.StdinData) {
-		p.warnf("%s (network %q, container %s); the upstream SR-IOV CNI keys are listed in docs/cni.md", f, name, a.ContainerID)
-	}
+	return ""
 }

@@ -1,6 +1,9 @@
-// Package verbs is the shape rdmanet's own plugin binaries (sriov, rdma)
-// share: one function per CNI verb, run either by skel in the binary or
-// in-process by the daemon (internal/daemon/inproc), producing the same bytes.
+// Package verbs is the shape rdmanet's own plugin binaries (sriov, rdma,
+// ib-sriov, ipoib) share: one function per CNI verb, run either by skel in
+// the binary or in-process by the daemon (internal/daemon/inproc),
+// producing the same bytes; the plugin built from the environment
+// (FromEnv); and the ADD, DEL and CHECK steps of the plugins that keep a
+// record per device (OpenAddRecord, RecordDel, CheckRecord, ApplyIPAM).
 package verbs
 
 import (
