@@ -91,6 +91,13 @@ func attachRound(ctx context.Context, o Options, l layout, m *Manifests, st *Run
 	if err := writeState(st); err != nil {
 		return runs, cs, err
 	}
+	for _, n := range nodes {
+		if n.ib != nil {
+			if err := n.markLog(); err != nil {
+				return runs, cs, err
+			}
+		}
+	}
 	t0 := time.Now()
 	var mu sync.Mutex
 	inParallel(runs, func(r *podRun) {

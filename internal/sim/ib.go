@@ -229,11 +229,16 @@ func describeIBExclusive(r *podRun, m *Manifests) error {
 	if mac := statusMAC(r.rep.NetworkStatus, "net1"); mac != g.Port {
 		r.rep.Notes = append(r.rep.Notes, fmt.Sprintf("network-status shows net1's GUID (mac) as %q, the VF got %s", mac, g.Port))
 	}
-	ib.Recorded = []string{
-		fmt.Sprintf("ip link set %s vf %d node_guid %s", IBExclusivePort, idx, g.Node),
-		fmt.Sprintf("ip link set %s vf %d port_guid %s", IBExclusivePort, idx, g.Port),
-		fmt.Sprintf("echo %s > /sys/bus/pci/drivers/mlx5_core/unbind; echo %s > .../bind", vf, vf),
-		fmt.Sprintf("rdma dev set %s netns %s", dev, r.rep.Netns),
+	// what the recorder logged for this VF and its RDMA device during the round's ADDs
+	lines, err := n.rec.Log()
+	if err != nil {
+		return err
+	}
+	for _, line := range lines[min(n.logMark, len(lines)):] {
+		if strings.Contains(line, fmt.Sprintf("%s vf %d ", IBExclusivePort, idx)) || strings.HasPrefix(line, "echo "+vf+" ") ||
+			strings.HasPrefix(line, "rdma dev set "+dev+" ") {
+			ib.Recorded = append(ib.Recorded, line)
+		}
 	}
 	in, err := n.rec.InNetns(dev, r.netns)
 	if err != nil {
@@ -369,6 +374,14 @@ func uniqueGUIDs(runs []*podRun) []string {
 	}
 	slices.Sort(out)
 	return out
+}
+
+// markLog remembers how far the node's recorder log goes, so that what an
+// attach round's ADDs record can be told from earlier rounds.
+func (n *node) markLog() error {
+	lines, err := n.rec.Log()
+	n.logMark = len(lines)
+	return err
 }
 
 // setIPoIBParents gives the shared port's stand-in the attributes of the

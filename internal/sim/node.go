@@ -108,6 +108,7 @@ type node struct {
 	fix       *sysfsfixture.Node
 	ib        *sysfsfixture.IBNode // the IB node's fixture (nil on RoCE nodes)
 	rec       *netops.Recorder
+	logMark   int // recorder log lines before the current round's ADDs (markLog)
 	kubelet   *kubelet
 	agent     *agent.Agent
 	stopAgent context.CancelFunc

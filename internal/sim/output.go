@@ -87,7 +87,13 @@ func statusCell(p PodReport) string {
 // network-status of the first pod per mode, timings and the verdict.
 func WriteTable(w io.Writer, r *Report) error {
 	b := &strings.Builder{}
-	fmt.Fprintln(b, "Simulated nodes (one RDMA subsystem has one netns mode, so exclusive and shared pods run on two nodes with the same hardware; the InfiniBand variants likewise on two IB nodes):")
+	ibNodes := ""
+	for _, n := range r.Summary.Nodes {
+		if slices.ContainsFunc(n.Modes, func(m string) bool { return slices.Contains(IBModes, m) }) {
+			ibNodes = "; the InfiniBand variants likewise on IB nodes"
+		}
+	}
+	fmt.Fprintf(b, "Simulated nodes (one RDMA subsystem has one netns mode, so exclusive and shared pods run on different nodes with the same hardware%s):\n", ibNodes)
 	for _, n := range r.Summary.Nodes {
 		fmt.Fprintf(b, "  %-16s RDMA netns mode %-9s modes %-12s host netns %s\n", n.Name, n.RDMANetnsMode, strings.Join(n.Modes, ","), n.Host)
 		for _, p := range n.Pools {

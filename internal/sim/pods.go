@@ -30,9 +30,17 @@ const (
 	ModeIBShared    = "ib-shared"    // an IPoIB child of the shared IB port
 )
 
-// AllModes is every mode the demo knows, in the order it runs them (the
-// default of Options.Modes).
+// AllModes is every mode the demo knows, in the order it runs them.
 var AllModes = []string{ModeExclusive, ModeShared, ModeHost, ModeIBExclusive, ModeIBShared}
+
+// DefaultModes are the modes a run without Options.Modes runs: the RoCE
+// ones. The IB modes (IBModes, `make demo-ib`) add two nodes and their
+// pods, which doubles the demo's time on this machine, so they run when
+// asked for.
+var DefaultModes = []string{ModeExclusive, ModeShared, ModeHost}
+
+// IBModes are the InfiniBand modes (`kubectl rdma demo --mode ib-exclusive,ib-shared`).
+var IBModes = []string{ModeIBExclusive, ModeIBShared}
 
 // IB resources of the IB manifests.
 const (

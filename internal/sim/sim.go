@@ -18,7 +18,7 @@
 // exclusive and shared networks (ib-sriov-cni's and ipoib-cni's configs)
 // run the same way on two IB nodes: ib-node-excl (ib-sriov VFs whose GUIDs
 // come from the node's GUID pool) and ib-node-shared (IPoIB children of
-// the shared IB port). Nothing touches the links of the namespace the demo
+// the shared IB port), when the IB modes are asked for (IBModes). Nothing touches the links of the namespace the demo
 // runs in.
 package sim
 
@@ -61,7 +61,7 @@ const (
 // Options configure a run.
 type Options struct {
 	Pods    int      // pods per mode, attached in parallel (default 2, at most MaxPods)
-	Modes   []string // default AllModes
+	Modes   []string // default DefaultModes (the RoCE ones); any of AllModes
 	Cycles  int      // attach + detach rounds (default 1); the verdict covers every round
 	Keep    bool     // leave the last round attached for inspection
 	WorkDir string   // state, fixtures, sockets (default /run/rdmanet-demo); one demo per dir
@@ -95,7 +95,7 @@ func (o *Options) defaults() error {
 		return fmt.Errorf("--pods %d: must be 1-%d (the seed's shared pool has rdmaHcaMax 63 slots for the shared and the host pods of one node)", o.Pods, MaxPods)
 	}
 	if len(o.Modes) == 0 {
-		o.Modes = AllModes
+		o.Modes = DefaultModes
 	}
 	seen := map[string]bool{}
 	for _, m := range o.Modes {

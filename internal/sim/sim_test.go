@@ -5,6 +5,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -34,7 +35,7 @@ func TestOptionsDefaults(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				if tc.o.Pods != DefaultPods || len(tc.o.Modes) != len(AllModes) || tc.o.WorkDir != DefaultWorkDir || tc.o.NetnsPrefix != DefaultPrefix || tc.o.Cycles != 1 {
+				if tc.o.Pods != DefaultPods || !slices.Equal(tc.o.Modes, DefaultModes) || tc.o.WorkDir != DefaultWorkDir || tc.o.NetnsPrefix != DefaultPrefix || tc.o.Cycles != 1 {
 					t.Fatalf("defaults: %+v", tc.o)
 				}
 				return
