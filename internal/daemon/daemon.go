@@ -136,7 +136,7 @@ func Run(ctx context.Context, c Config) error {
 	for _, w := range conf.Warnings {
 		log.Warn(w, "config", c.ConfPath)
 	}
-	d := &meta.Daemon{Socket: socket, Log: log, RequestTimeout: c.RequestTimeout,
+	d := &MetaServer{Socket: socket, Log: log, RequestTimeout: c.RequestTimeout,
 		Retry: conf, RetryInterval: c.RetryInterval, RetryBackoff: c.RetryBackoff, RetryMaxBackoff: c.RetryMaxBackoff}
 	ps := &plugind.Server{Socket: c.PluginSocket, Log: log}
 	var sourceReady atomic.Bool

@@ -52,6 +52,7 @@ import (
 	v1alpha1 "github.com/rdmanet/rdmanet/api/ipam/v1alpha1"
 	"github.com/rdmanet/rdmanet/internal/agent"
 	"github.com/rdmanet/rdmanet/internal/cni/meta"
+	"github.com/rdmanet/rdmanet/internal/daemon"
 	"github.com/rdmanet/rdmanet/internal/inventory"
 	"github.com/rdmanet/rdmanet/internal/ipam"
 	"github.com/rdmanet/rdmanet/internal/ipam/gc"
@@ -765,7 +766,7 @@ func probeDaemon(t *testing.T, objs []deployObject, command []string) {
 	if code, out := probe(); code == 0 {
 		t.Fatalf("probe %v without a daemon: ready\n%s", args, out)
 	}
-	d := &meta.Daemon{Socket: sock, Log: slog.New(slog.DiscardHandler), Source: &meta.StaticSource{Dir: dir}}
+	d := &daemon.MetaServer{Socket: sock, Log: slog.New(slog.DiscardHandler), Source: &meta.StaticSource{Dir: dir}}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- d.Serve(ctx) }()

@@ -99,7 +99,7 @@ func withPlugin(a *skel.CmdArgs, fn func(p *Plugin) error) error {
 	err = fn(p)
 	if err != nil {
 		log.Error("failed", "container", a.ContainerID, "err", err)
-		return asCNIError(err)
+		return AsCNIError(err)
 	}
 	return nil
 }
@@ -112,7 +112,7 @@ func withDelPlugin(a *skel.CmdArgs, fn func(p *Plugin) error) error {
 	logWarnings(log, c)
 	if err := fn(NewDelPlugin(c, a.Path, log)); err != nil {
 		log.Error("failed", "container", a.ContainerID, "err", err)
-		return asCNIError(err)
+		return AsCNIError(err)
 	}
 	return nil
 }
@@ -124,9 +124,9 @@ func logWarnings(log *slog.Logger, c *NetConf) {
 	}
 }
 
-// asCNIError keeps the whole message: skel would otherwise print only an
+// AsCNIError keeps the whole message: skel would otherwise print only an
 // inner delegate's *types.Error and drop which network and pod failed.
-func asCNIError(err error) error {
+func AsCNIError(err error) error {
 	code := uint(types.ErrInternal)
 	var te *types.Error
 	if errors.As(err, &te) {

@@ -21,6 +21,7 @@ import (
 	"github.com/containernetworking/plugins/pkg/ns"
 
 	"github.com/rdmanet/rdmanet/internal/cni/meta"
+	"github.com/rdmanet/rdmanet/internal/daemon"
 	"github.com/rdmanet/rdmanet/test/netnsutil"
 )
 
@@ -367,7 +368,7 @@ current-context: x
 	}
 	// a daemon whose informers never synced anything: DEL must not need them
 	dsock := filepath.Join(dir, "d.sock")
-	d := &meta.Daemon{Socket: dsock, Source: &meta.StaticSource{Dir: filepath.Join(dir, "nothing"), StatusDir: dir}, Log: discardLog()}
+	d := &daemon.MetaServer{Socket: dsock, Source: &meta.StaticSource{Dir: filepath.Join(dir, "nothing"), StatusDir: dir}, Log: discardLog()}
 	ctx, cancel := context.WithCancel(context.Background())
 	served := make(chan error, 1)
 	go func() { served <- d.Serve(ctx) }()

@@ -2,68 +2,16 @@ package meta
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
-	"log/slog"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes/fake"
-
-	"github.com/rdmanet/rdmanet/internal/daemonclient"
 )
-
-// recordedEvents is an EventRecorder that keeps what it is given.
-type recordedEvents struct {
-	mu   sync.Mutex
-	pods []PodRef
-	msgs []string
-}
-
-func (r *recordedEvents) AttachFailed(pod PodRef, containerID string, err error) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	r.pods = append(r.pods, pod)
-	r.msgs = append(r.msgs, attachEventMessage(containerID, err))
-}
-
-// TestDaemonRecordsFailedAttach: a failed ADD reaches the Events recorder
-// with the pod of CNI_ARGS and the CNI error's text; a DEL never does.
-func TestDaemonRecordsFailedAttach(t *testing.T) {
-	dir := t.TempDir()
-	writePodManifest(t, dir, "p0", "uid-0")
-	conf := fmt.Sprintf(`{"cniVersion":"1.0.0","name":"rdmanet","type":"rdmanet","clusterNetwork":"absent-net",
-		"cniDir":%q,"source":{"type":"static","dir":%q}}`, t.TempDir(), dir)
-	ev := &recordedEvents{}
-	d := &Daemon{Source: &StaticSource{Dir: dir, StatusDir: t.TempDir()}, Events: ev, Log: slog.New(slog.NewTextHandler(io.Discard, nil))}
-	args := "K8S_POD_NAMESPACE=ai;K8S_POD_NAME=p0;K8S_POD_UID=uid-0;K8S_POD_INFRA_CONTAINER_ID=c0ffee0123456789"
-	req := daemonclient.Request{Version: daemonclient.Version, Command: "ADD", ContainerID: "c0ffee0123456789", Netns: "/proc/self/ns/net",
-		IfName: "eth0", Args: args, Config: json.RawMessage(conf)}
-	_, err := d.Call(context.Background(), req)
-	if err == nil {
-		t.Fatal("ADD with an absent clusterNetwork succeeded")
-	}
-	del := req
-	del.Command = "DEL"
-	_, _ = d.Call(context.Background(), del)
-	if len(ev.pods) != 1 {
-		t.Fatalf("recorded %d events (%v), want 1 for the failed ADD", len(ev.pods), ev.msgs)
-	}
-	if want := (PodRef{Namespace: "ai", Name: "p0", UID: "uid-0"}); ev.pods[0] != want {
-		t.Errorf("event on %+v, want %+v", ev.pods[0], want)
-	}
-	for _, w := range []string{"c0ffee012345", "absent-net", err.Error()} {
-		if !strings.Contains(ev.msgs[0], w) {
-			t.Errorf("event message %q lacks %q", ev.msgs[0], w)
-		}
-	}
-}
 
 func TestAttachEventWanted(t *testing.T) {
 	pod := PodRef{Namespace: "ai", Name: "p0", UID: "u"}

@@ -57,9 +57,9 @@ func FuzzDaemonRequest(f *testing.F) {
 			}
 		}
 		if req.Command == "ADD" {
-			pa, err := parsePodArgs(a.Args)
+			pa, err := ParsePodArgs(a.Args)
 			if err != nil {
-				t.Fatalf("checkCall passed ADD but parsePodArgs refuses: %v", err)
+				t.Fatalf("checkCall passed ADD but ParsePodArgs refuses: %v", err)
 			}
 			if pa.Name != "" {
 				s := &StaticSource{StatusDir: "/status"}
@@ -81,7 +81,7 @@ func FuzzParsePodArgs(f *testing.F) {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, args string) {
-		pa, err := parsePodArgs(args)
+		pa, err := ParsePodArgs(args)
 		if err != nil {
 			return
 		}

@@ -340,7 +340,7 @@ func (p *Plugin) addDelegate(ctx context.Context, a Args, d *Delegate) (types.Re
 	}
 	start := time.Now()
 	res, err := p.CNI.AddNetworkList(ctx, l, p.runtimeConf(a, d))
-	if c := callObserver(p.Observer); c != nil {
+	if c := CallObserverOf(p.Observer); c != nil {
 		c.Delegate("ADD", chainType(l), d.IsDefault, time.Since(start), err)
 	}
 	return res, err
@@ -441,10 +441,12 @@ func (e *PanicError) Error() string {
 // its stack (a panic raised again from a netns callback keeps that
 // callback's stack) and counts it.
 func (p *Plugin) recovered(where string, r any) error {
-	return recoverPanic(p.Log, p.Observer, where, r)
+	return RecoverPanic(p.Log, p.Observer, where, r)
 }
 
-func recoverPanic(log *slog.Logger, obs Observer, where string, r any) error {
+// RecoverPanic is recovered for a caller without a Plugin (the daemon's
+// connections, its DEL retries, its network-status writes).
+func RecoverPanic(log *slog.Logger, obs Observer, where string, r any) error {
 	e := &PanicError{Where: where, Value: r, Stack: debug.Stack()}
 	if np, ok := r.(*nsguard.Panic); ok {
 		e.Value, e.Stack = np.Value, np.Stack
@@ -476,7 +478,7 @@ func (p *Plugin) delDelegate(ctx context.Context, a Args, d *Delegate) error {
 	}
 	start := time.Now()
 	err = p.CNI.DelNetworkList(ctx, l, p.runtimeConf(a, d))
-	if c := callObserver(p.Observer); c != nil {
+	if c := CallObserverOf(p.Observer); c != nil {
 		c.Delegate("DEL", chainType(l), d.IsDefault, time.Since(start), err)
 	}
 	return err

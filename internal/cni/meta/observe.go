@@ -116,8 +116,8 @@ func ErrorReason(err error) string {
 	return ReasonOther
 }
 
-// callObserver is o's CallObserver, or nil.
-func callObserver(o Observer) CallObserver {
+// CallObserverOf is o's CallObserver, or nil.
+func CallObserverOf(o Observer) CallObserver {
 	if o == nil {
 		return nil
 	}
@@ -135,7 +135,7 @@ func chainType(l *libcni.NetworkConfigList) string {
 
 // observeStep reports a step's duration since start, when observed.
 func (p *Plugin) observeStep(step string, start time.Time) {
-	if c := callObserver(p.Observer); c != nil {
+	if c := CallObserverOf(p.Observer); c != nil {
 		c.Step(step, time.Since(start))
 	}
 }

@@ -14,11 +14,11 @@ type podArgs struct {
 	Namespace, Name, UID, InfraContainerID string
 }
 
-// parsePodArgs parses CNI_ARGS the way the CNI library does (types.LoadArgs:
+// ParsePodArgs parses CNI_ARGS the way the CNI library does (types.LoadArgs:
 // "K=V;K=V", unknown keys refused unless IgnoreUnknown is set) and checks the
 // pod's namespace and name, which the static source turns into a file name,
 // against the Kubernetes rules. Both may be absent (a call without a pod).
-func parsePodArgs(cniArgs string) (podArgs, error) {
+func ParsePodArgs(cniArgs string) (podArgs, error) {
 	var ka k8sArgs
 	if err := types.LoadArgs(cniArgs, &ka); err != nil {
 		return podArgs{}, fmt.Errorf("CNI_ARGS %q: %w", cniArgs, err)
@@ -57,7 +57,7 @@ func checkCall(verb string, a Args) error {
 		}
 	}
 	if verb == "ADD" {
-		if _, err := parsePodArgs(a.Args); err != nil {
+		if _, err := ParsePodArgs(a.Args); err != nil {
 			return fail(err)
 		}
 	}

@@ -73,7 +73,7 @@ func (w *StatusWriter) Submit(containerID, ns, name string, uid k8stypes.UID, st
 		defer cancel()
 		defer func() {
 			if r := recover(); r != nil { // a daemon goroutine: never take the daemon down
-				_ = recoverPanic(w.Log, w.Observer, "rdmanet daemon: network-status write of "+pod, r)
+				_ = RecoverPanic(w.Log, w.Observer, "rdmanet daemon: network-status write of "+pod, r)
 			}
 		}()
 		w.run(ctx, containerID, ns, name, uid, status, claims)
@@ -140,7 +140,7 @@ func (w *StatusWriter) retry(ctx context.Context, what, pod, containerID string,
 }
 
 func (w *StatusWriter) observe(result string, attempts int) {
-	if c := callObserver(w.Observer); c != nil {
+	if c := CallObserverOf(w.Observer); c != nil {
 		c.StatusWrite(result, attempts)
 	}
 }

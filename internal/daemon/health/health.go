@@ -12,7 +12,7 @@ import (
 	"github.com/rdmanet/rdmanet/internal/telemetry"
 )
 
-// Server is a socket server of the daemon (meta.Daemon, plugind.Server).
+// Server is a socket server of the daemon (daemon.MetaServer, plugind.Server).
 type Server interface {
 	// Serving reports whether it is listening and accepting calls.
 	Serving() bool

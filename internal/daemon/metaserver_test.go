@@ -1,4 +1,4 @@
-package meta
+package daemon
 
 import (
 	"bytes"
@@ -7,12 +7,15 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"log/slog"
 	"net"
 	"os"
 	"path/filepath"
+	"sort"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -21,6 +24,7 @@ import (
 	"github.com/containernetworking/cni/pkg/version"
 	"github.com/containernetworking/plugins/pkg/ns"
 
+	"github.com/rdmanet/rdmanet/internal/cni/meta"
 	"github.com/rdmanet/rdmanet/internal/daemon/inproc/nsguard"
 	"github.com/rdmanet/rdmanet/internal/daemonclient"
 	"github.com/rdmanet/rdmanet/test/netnsutil"
@@ -57,7 +61,7 @@ func call(t *testing.T, sock string, raw []byte) daemonclient.Response {
 func TestDaemonProtocol(t *testing.T) {
 	dir := t.TempDir()
 	sock := filepath.Join(dir, "d.sock")
-	d := &Daemon{Socket: sock, Source: &StaticSource{Dir: dir, StatusDir: dir}, Log: slog.New(slog.NewTextHandler(io.Discard, nil))}
+	d := &MetaServer{Socket: sock, Source: &meta.StaticSource{Dir: dir, StatusDir: dir}, Log: slog.New(slog.NewTextHandler(io.Discard, nil))}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- d.Serve(ctx) }()
@@ -113,7 +117,7 @@ func TestDaemonProtocol(t *testing.T) {
 }
 
 // startDaemon serves d on a socket in dir until the test ends.
-func startDaemon(t *testing.T, d *Daemon) string {
+func startDaemon(t *testing.T, d *MetaServer) string {
 	t.Helper()
 	if d.Socket == "" {
 		d.Socket = filepath.Join(t.TempDir(), "d.sock")
@@ -184,7 +188,7 @@ func TestDaemonRecoversPanics(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			var logBuf syncbuf.Buffer
-			sock := startDaemon(t, &Daemon{Source: &StaticSource{Dir: dir, StatusDir: dir}, Exec: panicExec{inNetns: tc.inNetns},
+			sock := startDaemon(t, &MetaServer{Source: &meta.StaticSource{Dir: dir, StatusDir: dir}, Exec: panicExec{inNetns: tc.inNetns},
 				Log: slog.New(slog.NewTextHandler(&logBuf, nil))})
 			for i := 0; i < 2; i++ { // the daemon is still there for the second call
 				b, err := json.Marshal(daemonclient.Request{Version: daemonclient.Version, Command: "ADD", ContainerID: fmt.Sprintf("c%d", i), Netns: "/proc/self/ns/net", IfName: "eth0",
@@ -238,7 +242,7 @@ func TestDaemonRequestDeadline(t *testing.T) {
 				conf["addTimeout"] = tc.addTimeout
 			}
 			cb, _ := json.Marshal(conf)
-			sock := startDaemon(t, &Daemon{Source: &StaticSource{Dir: dir, StatusDir: dir}})
+			sock := startDaemon(t, &MetaServer{Source: &meta.StaticSource{Dir: dir, StatusDir: dir}})
 			b, err := json.Marshal(daemonclient.Request{Version: daemonclient.Version, Command: "ADD", ContainerID: "c1", Netns: pod.Path(), IfName: "eth0", Path: bin, Config: cb, TimeoutMs: tc.timeoutMs})
 			if err != nil {
 				t.Fatal(err)
@@ -266,4 +270,154 @@ func TestDaemonRequestDeadline(t *testing.T) {
 			t.Logf("ADD failed after %s: %s", took.Round(time.Millisecond), r.Error.Msg)
 		})
 	}
+}
+
+// recordedEvents is an EventRecorder that keeps what it is given.
+type recordedEvents struct {
+	mu   sync.Mutex
+	pods []meta.PodRef
+	msgs []string
+}
+
+func (r *recordedEvents) AttachFailed(pod meta.PodRef, containerID string, err error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.pods = append(r.pods, pod)
+	r.msgs = append(r.msgs, containerID+": "+err.Error())
+}
+
+// TestDaemonRecordsFailedAttach: a failed ADD reaches the Events recorder
+// with the pod of CNI_ARGS and the CNI error's text; a DEL never does.
+func TestDaemonRecordsFailedAttach(t *testing.T) {
+	dir := t.TempDir()
+	writePodManifest(t, dir, "p0", "uid-0")
+	conf := fmt.Sprintf(`{"cniVersion":"1.0.0","name":"rdmanet","type":"rdmanet","clusterNetwork":"absent-net",
+		"cniDir":%q,"source":{"type":"static","dir":%q}}`, t.TempDir(), dir)
+	ev := &recordedEvents{}
+	d := &MetaServer{Source: &meta.StaticSource{Dir: dir, StatusDir: t.TempDir()}, Events: ev, Log: slog.New(slog.NewTextHandler(io.Discard, nil))}
+	args := "K8S_POD_NAMESPACE=ai;K8S_POD_NAME=p0;K8S_POD_UID=uid-0;K8S_POD_INFRA_CONTAINER_ID=c0ffee0123456789"
+	req := daemonclient.Request{Version: daemonclient.Version, Command: "ADD", ContainerID: "c0ffee0123456789", Netns: "/proc/self/ns/net",
+		IfName: "eth0", Args: args, Config: json.RawMessage(conf)}
+	_, err := d.Call(context.Background(), req)
+	if err == nil {
+		t.Fatal("ADD with an absent clusterNetwork succeeded")
+	}
+	del := req
+	del.Command = "DEL"
+	_, _ = d.Call(context.Background(), del)
+	if len(ev.pods) != 1 {
+		t.Fatalf("recorded %d events (%v), want 1 for the failed ADD", len(ev.pods), ev.msgs)
+	}
+	if want := (meta.PodRef{Namespace: "ai", Name: "p0", UID: "uid-0"}); ev.pods[0] != want {
+		t.Errorf("event on %+v, want %+v", ev.pods[0], want)
+	}
+	for _, w := range []string{"c0ffee012345", "absent-net", err.Error()} {
+		if !strings.Contains(ev.msgs[0], w) {
+			t.Errorf("event message %q lacks %q", ev.msgs[0], w)
+		}
+	}
+}
+
+// TestCallRefusesEscapingNames: values of the runtime that would put a file
+// outside the plugin's directories are refused over the daemon socket (where
+// skel's checks do not run) before anything is created or read; the error
+// names the field, the value and the rule.
+func TestCallRefusesEscapingNames(t *testing.T) {
+	root := t.TempDir()
+	cniDir := filepath.Join(root, "a", "b", "cni")
+	manifests := filepath.Join(root, "manifests")
+	if err := os.MkdirAll(manifests, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	conf, _ := json.Marshal(map[string]any{"cniVersion": "1.0.0", "name": "rdmanet", "type": "rdmanet", "clusterNetwork": "k8s-pod-network",
+		"confDir": filepath.Join(root, "conf"), "cniDir": cniDir, "binDir": filepath.Join(root, "bin"),
+		"source": map[string]any{"type": "static", "dir": manifests}})
+	sock := startDaemon(t, &MetaServer{Socket: filepath.Join(root, "run", "d.sock"), Source: &meta.StaticSource{Dir: manifests, StatusDir: filepath.Join(cniDir, "status")},
+		Log: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	before := tree(t, root)
+
+	podArgs := "IgnoreUnknown=1;K8S_POD_NAMESPACE=ai-training;K8S_POD_NAME=trainer-0"
+	tests := []struct {
+		name    string
+		req     daemonclient.Request
+		wantMsg []string
+	}{
+		{name: "ADD container id ../../etc/x", req: daemonclient.Request{Command: "ADD", ContainerID: "../../etc/x", IfName: "eth0", Args: podArgs},
+			wantMsg: []string{"CNI_CONTAINERID", `"../../etc/x"`, "letters, digits"}},
+		{name: "ADD absolute container id", req: daemonclient.Request{Command: "ADD", ContainerID: "/etc/passwd", IfName: "eth0", Args: podArgs},
+			wantMsg: []string{"CNI_CONTAINERID", `"/etc/passwd"`}},
+		{name: "ADD container id with NUL", req: daemonclient.Request{Command: "ADD", ContainerID: "c1\x00x", IfName: "eth0", Args: podArgs},
+			wantMsg: []string{"CNI_CONTAINERID", "NUL"}},
+		{name: "ADD over-long container id", req: daemonclient.Request{Command: "ADD", ContainerID: strings.Repeat("c", 4096), IfName: "eth0", Args: podArgs},
+			wantMsg: []string{"CNI_CONTAINERID", "4096 bytes"}},
+		{name: "ADD ifName ../x", req: daemonclient.Request{Command: "ADD", ContainerID: "c1", IfName: "../x", Args: podArgs},
+			wantMsg: []string{"CNI_IFNAME", `"../x"`}},
+		{name: "ADD ifName empty", req: daemonclient.Request{Command: "ADD", ContainerID: "c1", Args: podArgs},
+			wantMsg: []string{"CNI_IFNAME", "empty"}},
+		{name: "ADD pod name escaping", req: daemonclient.Request{Command: "ADD", ContainerID: "c1", IfName: "eth0", Args: "K8S_POD_NAMESPACE=ai-training;K8S_POD_NAME=../../../x"},
+			wantMsg: []string{"K8S_POD_NAME", `"../../../x"`, "DNS-1123"}},
+		{name: "ADD pod namespace escaping", req: daemonclient.Request{Command: "ADD", ContainerID: "c1", IfName: "eth0", Args: "K8S_POD_NAMESPACE=..;K8S_POD_NAME=x"},
+			wantMsg: []string{"K8S_POD_NAMESPACE", `".."`}},
+		{name: "DEL container id ../../etc/x", req: daemonclient.Request{Command: "DEL", ContainerID: "../../etc/x", IfName: "eth0"},
+			wantMsg: []string{"CNI_CONTAINERID", `"../../etc/x"`}},
+		{name: "DEL container id ..", req: daemonclient.Request{Command: "DEL", ContainerID: "..", IfName: "eth0"},
+			wantMsg: []string{"CNI_CONTAINERID", `".."`}},
+		{name: "CHECK container id ../x", req: daemonclient.Request{Command: "CHECK", ContainerID: "../x", IfName: "eth0"},
+			wantMsg: []string{"CNI_CONTAINERID", `"../x"`}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			tc.req.Version, tc.req.Config = daemonclient.Version, conf
+			var r daemonclient.Response
+			if err := daemonclient.Exchange(sock, 2*time.Second, 10*time.Second, tc.req, &r); err != nil {
+				t.Fatal(err)
+			}
+			if r.Error == nil {
+				t.Fatalf("accepted; result %s", r.Result)
+			}
+			if r.Error.Code != types.ErrInvalidEnvironmentVariables {
+				t.Errorf("code %d, want %d (%s)", r.Error.Code, types.ErrInvalidEnvironmentVariables, r.Error.Msg)
+			}
+			for _, w := range append(tc.wantMsg, "fix:", tc.req.Command) {
+				if !strings.Contains(r.Error.Msg, w) {
+					t.Errorf("message %q lacks %q", r.Error.Msg, w)
+				}
+			}
+			if after := tree(t, root); strings.Join(after, "\n") != strings.Join(before, "\n") {
+				t.Fatalf("the refused call changed the tree:\nbefore %v\nafter  %v", before, after)
+			}
+		})
+	}
+}
+
+// writePodManifest writes pod ai/name with uid as the static source reads it.
+func writePodManifest(t *testing.T, dir, name, uid string) {
+	t.Helper()
+	y := fmt.Sprintf("apiVersion: v1\nkind: Pod\nmetadata:\n  name: %s\n  namespace: ai\n  uid: %s\nspec:\n  containers:\n  - name: c\n    image: busybox\n", name, uid)
+	if err := os.WriteFile(filepath.Join(dir, name+".yaml"), []byte(y), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// tree lists every path under root with its mode.
+func tree(t *testing.T, root string) []string {
+	t.Helper()
+	var out []string
+	err := filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		fi, err := d.Info()
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(root, p)
+		out = append(out, rel+" "+fi.Mode().String())
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sort.Strings(out)
+	return out
 }

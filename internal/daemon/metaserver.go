@@ -1,4 +1,4 @@
-package meta
+package daemon
 
 import (
 	"context"
@@ -14,26 +14,27 @@ import (
 	"github.com/containernetworking/cni/pkg/types"
 	k8stypes "k8s.io/apimachinery/pkg/types"
 
+	"github.com/rdmanet/rdmanet/internal/cni/meta"
 	"github.com/rdmanet/rdmanet/internal/daemon/sockserve"
 	"github.com/rdmanet/rdmanet/internal/daemonclient"
 	"github.com/rdmanet/rdmanet/internal/telemetry"
 )
 
-// Daemon serves CNI calls from the shim with warm state: informer caches of
+// MetaServer serves CNI calls from the shim with warm state: informer caches of
 // the node's pods and every NAD, one PodResources connection, and libcni.
-type Daemon struct {
+type MetaServer struct {
 	Socket  string
-	Source  Source
-	Devices DeviceLister
+	Source  meta.Source
+	Devices meta.DeviceLister
 	Log     *slog.Logger
 	// Status, when set, writes network-status after ADD has answered.
-	AsyncStatus *StatusWriter
+	AsyncStatus *meta.StatusWriter
 	// Exec runs the delegates' plugins (nil: as processes, as libcni does);
 	// rdmanet-daemon passes inproc's, which runs rdmanet's own in-process.
 	Exec invoke.Exec
 	// Observer counts DEL attempts, releases and recovered panics (the
 	// daemon's metrics); nil: logs only.
-	Observer Observer
+	Observer meta.Observer
 	// RequestTimeout is the deadline of a call whose request carries none
 	// (a shim of an older release); 0: the config's addTimeout (ADD, CHECK,
 	// STATUS) or delTimeout (DEL, GC).
@@ -41,13 +42,13 @@ type Daemon struct {
 	// Retry, when set, is the config whose pending DELs (its cniDir) the
 	// daemon retries every RetryInterval, each record with backoff
 	// (RetryBackoff doubling up to RetryMaxBackoff).
-	Retry                         *NetConf
+	Retry                         *meta.NetConf
 	RetryInterval                 time.Duration
 	RetryBackoff, RetryMaxBackoff time.Duration
 	// Events, when set, records a Warning Event on the pod of every failed
 	// ADD (the per-call plugin records none: it would pay an API client and
 	// a broadcaster on every exec).
-	Events EventRecorder
+	Events meta.EventRecorder
 
 	warned  sync.Map    // config warnings already logged
 	serving atomic.Bool // Serve is accepting calls
@@ -55,7 +56,7 @@ type Daemon struct {
 
 // Serving reports whether Serve is listening on the socket and accepting
 // calls (for the daemon's health endpoints).
-func (d *Daemon) Serving() bool { return d.serving.Load() }
+func (d *MetaServer) Serving() bool { return d.serving.Load() }
 
 // Limits of the daemon's socket server.
 var (
@@ -73,7 +74,7 @@ var (
 // Serve listens on the socket until ctx ends, then waits (bounded by
 // DrainTimeout) for the calls in flight and for pending network-status
 // writes.
-func (d *Daemon) Serve(ctx context.Context) error {
+func (d *MetaServer) Serve(ctx context.Context) error {
 	lis, err := sockserve.Listen(d.Socket)
 	if err != nil {
 		return err
@@ -85,7 +86,7 @@ func (d *Daemon) Serve(ctx context.Context) error {
 		close(retryDone)
 	}
 	srv := &sockserve.Server{Handle: d.serveConn, Drain: DrainTimeout,
-		OnPanic: func(r any) { _ = recoverPanic(d.Log, d.Observer, "rdmanet daemon: connection", r) }}
+		OnPanic: func(r any) { _ = meta.RecoverPanic(d.Log, d.Observer, "rdmanet daemon: connection", r) }}
 	d.serving.Store(true)
 	drained, serveErr := srv.Serve(ctx, lis)
 	d.serving.Store(false)
@@ -102,12 +103,12 @@ func (d *Daemon) Serve(ctx context.Context) error {
 }
 
 // retryLoop retries pending DELs until ctx ends.
-func (d *Daemon) retryLoop(ctx context.Context) {
+func (d *MetaServer) retryLoop(ctx context.Context) {
 	interval := d.RetryInterval
 	if interval <= 0 {
 		interval = DefaultRetryInterval
 	}
-	p := &Plugin{Conf: d.Retry, Log: d.Log.With("job", "del-retry"), Exec: d.Exec, CNI: NewCNI(d.Retry, "", d.Exec),
+	p := &meta.Plugin{Conf: d.Retry, Log: d.Log.With("job", "del-retry"), Exec: d.Exec, CNI: meta.NewCNI(d.Retry, "", d.Exec),
 		Observer: d.Observer, RetryBackoff: d.RetryBackoff, RetryMaxBackoff: d.RetryMaxBackoff}
 	t := time.NewTicker(interval)
 	defer t.Stop()
@@ -121,10 +122,10 @@ func (d *Daemon) retryLoop(ctx context.Context) {
 	}
 }
 
-func (d *Daemon) retryOnce(ctx context.Context, p *Plugin) {
+func (d *MetaServer) retryOnce(ctx context.Context, p *meta.Plugin) {
 	defer func() {
 		if r := recover(); r != nil {
-			_ = recoverPanic(d.Log, d.Observer, "rdmanet daemon: DEL retry", r)
+			_ = meta.RecoverPanic(d.Log, d.Observer, "rdmanet daemon: DEL retry", r)
 		}
 	}()
 	res, err := p.RetryPending(ctx, false)
@@ -138,7 +139,7 @@ func (d *Daemon) retryOnce(ctx context.Context, p *Plugin) {
 // serveConn answers one call: read the request (the shim closes its write
 // side after it), run it, write the response. A panic anywhere in the call
 // becomes a CNI error for this call only.
-func (d *Daemon) serveConn(c net.Conn) {
+func (d *MetaServer) serveConn(c net.Conn) {
 	received := time.Now()
 	var req daemonclient.Request
 	err := daemonclient.Answer(c, RequestReadTimeout, &req, func(readErr error) any {
@@ -156,11 +157,11 @@ func (d *Daemon) serveConn(c net.Conn) {
 			ctx, cancel := d.requestContext(received, req)
 			res, err := d.safeCall(ctx, req)
 			cancel()
-			if c := callObserver(d.Observer); c != nil {
+			if c := meta.CallObserverOf(d.Observer); c != nil {
 				c.Call(req.Command, time.Since(received), err)
 			}
 			if err != nil {
-				resp.Error = asCNIError(err).(*types.Error)
+				resp.Error = meta.AsCNIError(err).(*types.Error)
 			} else {
 				resp.Result = res
 			}
@@ -175,7 +176,7 @@ func (d *Daemon) serveConn(c net.Conn) {
 // requestContext is the call's context: with the shim's deadline (less
 // AnswerMargin) or RequestTimeout; without either, Call applies the
 // config's timeouts.
-func (d *Daemon) requestContext(received time.Time, req daemonclient.Request) (context.Context, context.CancelFunc) {
+func (d *MetaServer) requestContext(received time.Time, req daemonclient.Request) (context.Context, context.CancelFunc) {
 	switch {
 	case req.TimeoutMs > 0:
 		t := time.Duration(req.TimeoutMs)*time.Millisecond - AnswerMargin
@@ -190,25 +191,25 @@ func (d *Daemon) requestContext(received time.Time, req daemonclient.Request) (c
 // safeCall is Call with a panic turned into this call's error (logged with
 // its stack). Panics inside network-namespace callbacks reach here too:
 // nsguard raises them again on this goroutine.
-func (d *Daemon) safeCall(ctx context.Context, req daemonclient.Request) (res json.RawMessage, err error) {
+func (d *MetaServer) safeCall(ctx context.Context, req daemonclient.Request) (res json.RawMessage, err error) {
 	defer func() {
 		if r := recover(); r != nil {
-			res, err = nil, recoverPanic(d.Log, d.Observer, fmt.Sprintf("rdmanet daemon: %s container %s", req.Command, req.ContainerID), r)
+			res, err = nil, meta.RecoverPanic(d.Log, d.Observer, fmt.Sprintf("rdmanet daemon: %s container %s", req.Command, req.ContainerID), r)
 		}
 	}()
 	return d.Call(ctx, req)
 }
 
 // Call runs one CNI verb with the daemon's warm state.
-func (d *Daemon) Call(ctx context.Context, req daemonclient.Request) (json.RawMessage, error) {
-	var conf *NetConf
+func (d *MetaServer) Call(ctx context.Context, req daemonclient.Request) (json.RawMessage, error) {
+	var conf *meta.NetConf
 	switch req.Command {
 	case "DEL", "GC":
 		// DEL works from the cache; the config's state must not fail it
-		conf = ParseDelConfig(req.Config)
+		conf = meta.ParseDelConfig(req.Config)
 	default:
 		var err error
-		if conf, err = ParseConfig(req.Config); err != nil {
+		if conf, err = meta.ParseConfig(req.Config); err != nil {
 			return nil, types.NewError(types.ErrInvalidNetworkConfig, err.Error(), "")
 		}
 	}
@@ -217,9 +218,9 @@ func (d *Daemon) Call(ctx context.Context, req daemonclient.Request) (json.RawMe
 			d.Log.Warn(w, "container", req.ContainerID)
 		}
 	}
-	p := &Plugin{Conf: conf, Source: d.Source, Devices: d.Devices, Exec: d.Exec, CNI: NewCNI(conf, req.Path, d.Exec), Log: d.Log.With(telemetry.CNICallAttrs(req.ContainerID, req.Args)...),
+	p := &meta.Plugin{Conf: conf, Source: d.Source, Devices: d.Devices, Exec: d.Exec, CNI: meta.NewCNI(conf, req.Path, d.Exec), Log: d.Log.With(telemetry.CNICallAttrs(req.ContainerID, req.Args)...),
 		AsyncStatus: d.AsyncStatus, Observer: d.Observer, RetryBackoff: d.RetryBackoff, RetryMaxBackoff: d.RetryMaxBackoff}
-	a := Args{ContainerID: req.ContainerID, Netns: req.Netns, IfName: req.IfName, Args: req.Args, Path: req.Path}
+	a := meta.Args{ContainerID: req.ContainerID, Netns: req.Netns, IfName: req.IfName, Args: req.Args, Path: req.Path}
 	if _, ok := ctx.Deadline(); !ok && req.Command != "DEL" && req.Command != "GC" {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, conf.AddTimeoutDur)
@@ -247,13 +248,13 @@ func (d *Daemon) Call(ctx context.Context, req daemonclient.Request) (json.RawMe
 
 // attachFailed hands a failed ADD to the Events recorder, naming the pod
 // from CNI_ARGS (a call whose CNI_ARGS do not parse has no pod to name).
-func (d *Daemon) attachFailed(a Args, err error) {
+func (d *MetaServer) attachFailed(a meta.Args, err error) {
 	if d.Events == nil {
 		return
 	}
-	pa, perr := parsePodArgs(a.Args)
+	pa, perr := meta.ParsePodArgs(a.Args)
 	if perr != nil {
 		return
 	}
-	d.Events.AttachFailed(PodRef{Namespace: pa.Namespace, Name: pa.Name, UID: k8stypes.UID(pa.UID)}, a.ContainerID, err)
+	d.Events.AttachFailed(meta.PodRef{Namespace: pa.Namespace, Name: pa.Name, UID: k8stypes.UID(pa.UID)}, a.ContainerID, err)
 }
