@@ -38,10 +38,16 @@ got, detaches them and checks that the simulated hosts are exactly as before.
   shared     pods on the seed's rdmashared-net macvlan network, sharing an HCA
   host       the seed's hostNetwork worker with a shared HCA slot
 
+InfiniBand (only when asked for with --mode; make demo-ib runs both):
+  ib-exclusive  ib-sriov-cni's NAD unchanged: an IB VF per pod with a GUID
+                from the node's GUID pool, the network's PKey
+  ib-shared     ipoib-cni's NAD unchanged: an IPoIB child of the IB port
+
 Simulated, and said so in the output: PF/VF netdevs are veth ends, sysfs is
 a fixture tree, VF settings and RDMA netns moves are recorded (netops
 recorder), not done by a kernel. Exclusive and shared mode need different
-RDMA netns modes, so they run on two simulated nodes. Everything lives in
+RDMA netns modes, so they run on two simulated nodes (and the IB modes on
+two more). Everything lives in
 network namespaces named rdmademo-*; the namespace the demo runs in is not
 touched.
 
@@ -55,6 +61,7 @@ Progress and timing go to stderr; the table (or -o json: one object) to stdout.
 Exit codes: 0 clean, 1 a pod failed or the host was not left as it was, 2 missing prerequisites or bad usage.`,
 		Example: `  sudo kubectl rdma demo
   sudo kubectl rdma demo --pods 8 -o json
+  sudo kubectl rdma demo --mode ib-exclusive,ib-shared
   sudo kubectl rdma demo --keep && sudo ip netns exec rdmademo-face-trainer-0 ip -br addr
   sudo kubectl rdma demo --cleanup`,
 		Args: cobra.NoArgs,
@@ -115,7 +122,7 @@ Exit codes: 0 clean, 1 a pod failed or the host was not left as it was, 2 missin
 	fl.BoolVar(&cleanup, "cleanup", false, "detach and remove a demo kept up with --keep (or left by a run that died), and check the hosts")
 	fl.StringVar(&o.WorkDir, "work-dir", sim.DefaultWorkDir, "state, fixtures and sockets of the demo; one demo per directory")
 	fl.StringVar(&o.BinDir, "bin-dir", "", "directory with the CNI plugin binaries (default: this binary's directory)")
-	fl.StringSliceVar(&o.Modes, "mode", nil, "modes to run (exclusive, shared, host; default all)")
+	fl.StringSliceVar(&o.Modes, "mode", nil, "modes to run (exclusive, shared, host, ib-exclusive, ib-shared; default exclusive,shared,host)")
 	fl.IntVar(&o.Cycles, "rounds", 1, "attach + detach rounds; the host check runs after each")
 	return cmd
 }
