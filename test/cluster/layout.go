@@ -5,7 +5,7 @@
 // private mount namespace the harness creates, so the machine's own links,
 // routes and mounts are untouched.
 //
-// The node's "hardware" is the sysfs fixture (test/sysfsfixture) with veth
+// The node's "hardware" is the sysfs fixture (internal/sysfsfixture) with veth
 // ends standing in for the VF netdevs; rdmanet is installed from its
 // simulated-node image with `kubectl apply -k test/cluster/overlay`.
 //

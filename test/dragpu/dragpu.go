@@ -1,6 +1,6 @@
 // Package dragpu is a test-only stand-in for NVIDIA's DRA GPU driver
 // (driver gpu.nvidia.com): it finds the GPUs of a fixture node's sysfs
-// (test/sysfsfixture) and publishes them as ResourceSlices the way that
+// (internal/sysfsfixture) and publishes them as ResourceSlices the way that
 // driver does, with its DeviceClass, so tests can run the real
 // kube-scheduler on claims that pair GPUs with rdmanet's NICs.
 //
