@@ -72,7 +72,7 @@ func runBench(t *testing.T, impls []string, pods, rails []int, runs, vfs int, o 
 					tag := fmt.Sprintf("%s-%d-%d-%d", name, np, m, run)
 					r := Row(t, n, byName[name], np, m, tag, o)
 					if o.Progress != nil {
-						o.Progress(fmt.Sprintf("run %d/%d: %s unattached=%d wall_s=%.2f delegate_cpu_ms=%.0f", run+1, runs, r.Line(), r.Unattached, r.Wall.Seconds(), ms(r.ChildCPU)))
+						o.Progress(fmt.Sprintf("run %d/%d: %s unattached=%d wall_s=%.2f delegate_cpu_ms=%.0f fail_reasons=%v", run+1, runs, r.Line(), r.Unattached, r.Wall.Seconds(), ms(r.ChildCPU), r.FailReasons))
 					}
 					key := fmt.Sprintf("%s/%d/%d", name, np, m)
 					out[key] = append(out[key], r)

@@ -45,6 +45,8 @@ type Result struct {
 	// Failed counts the ADDs that returned an error (each failed attempt
 	// of a pod once); Unattached the pods with no successful ADD at all.
 	Failed, Unattached int
+	// FailReasons counts the failed ADDs by FailReason.
+	FailReasons map[string]int
 	// PeakRSS is the daemon's VmHWM (bytes) at the end of the row's burst;
 	// the daemon is started fresh for every row and run.
 	PeakRSS int64
@@ -155,6 +157,27 @@ func num(f float64) string { return strconv.FormatFloat(math.Round(f*100)/100, '
 func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
 
 func mib(b int64) float64 { return float64(b) / (1 << 20) }
+
+// FailReason sorts a failed ADD's error into a short cause for the progress
+// output: the PodResources call (kubelet's API) timing out, another
+// timeout, or the error's first 100 characters.
+func FailReason(err error) string {
+	msg := err.Error()
+	low := strings.ToLower(msg)
+	switch {
+	case strings.Contains(low, "podresources") || strings.Contains(low, "pod resources"):
+		if strings.Contains(low, "deadline") || strings.Contains(low, "timeout") {
+			return "podresources-timeout"
+		}
+		return "podresources"
+	case strings.Contains(low, "deadline exceeded") || strings.Contains(low, "timeout") || strings.Contains(low, "timed out"):
+		return "timeout"
+	}
+	if len(msg) > 100 {
+		msg = msg[:100]
+	}
+	return msg
+}
 
 // ParseInts reads a comma-separated list of positive integers ("64,128").
 func ParseInts(s string) ([]int, error) {

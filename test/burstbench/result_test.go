@@ -1,7 +1,9 @@
 package burstbench
 
 import (
+	"errors"
 	"regexp"
+	"strings"
 	"testing"
 	"time"
 )
@@ -132,5 +134,20 @@ func TestParseStat(t *testing.T) {
 	hwm, err := statusKB([]byte("Name:\tx\nVmHWM:\t  2048 kB\nVmRSS:\t 1024 kB\n"), "VmHWM:")
 	if err != nil || hwm != 2048<<10 {
 		t.Errorf("VmHWM = %d, %v; want 2 MiB", hwm, err)
+	}
+}
+
+func TestFailReason(t *testing.T) {
+	for _, c := range []struct{ name, err, want string }{
+		{"rdmanet's PodResources Get", `plugin type="rdmanet" failed (add): pod ns/p: kubelet PodResources Get ns/p on /x.sock: rpc error: code = DeadlineExceeded desc = context deadline exceeded`, "podresources-timeout"},
+		{"Multus' PodResources List", `CmdAdd (shim): ... getPodResources: failed to list pod resources, ... rpc error: code = DeadlineExceeded desc = context deadline exceeded`, "podresources-timeout"},
+		{"another timeout", `ADD ns/p: stopped at the call's time limit (context deadline exceeded)`, "timeout"},
+		{"anything else, cut", strings.Repeat("x", 150), strings.Repeat("x", 100)},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			if got := FailReason(errors.New(c.err)); got != c.want {
+				t.Errorf("FailReason(%q) = %q, want %q", c.err, got, c.want)
+			}
+		})
 	}
 }

@@ -62,6 +62,8 @@ func Row(t testing.TB, n *Node, impl Impl, pods, rails int, tag string, o Option
 	res := Result{Impl: impl.Name(), Pods: pods, Rails: rails}
 	var failed atomic.Int64
 	var firstErr sync.Once
+	var reasonMu sync.Mutex
+	res.FailReasons = map[string]int{}
 	attached := make([]*libcni.RuntimeConf, pods)
 	attach := make([]time.Duration, pods)
 	var wg sync.WaitGroup
@@ -84,6 +86,9 @@ func Row(t testing.TB, n *Node, impl Impl, pods, rails int, tag string, o Option
 					return
 				}
 				failed.Add(1)
+				reasonMu.Lock()
+				res.FailReasons[FailReason(err)]++
+				reasonMu.Unlock()
 				firstErr.Do(func() { t.Logf("%s %s: first failed ADD (pod %d): %v", impl.Name(), tag, i, err) })
 				_ = n.Host.Do(func(ns.NetNS) error { return cni.DelNetworkList(ctx, list, rt) }) // the runtime tears the sandbox down
 			}
