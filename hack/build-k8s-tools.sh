@@ -21,8 +21,16 @@
 # dependency versions, so it shares little of it: 10 minutes cold on a loaded
 # 2-core machine.
 #
-# A binary is rebuilt only when it is missing or older than its tool module's
-# go.mod/go.sum/main.go, so repeated `make test` runs cost nothing.
+# The Kubernetes binaries report their release (`kubectl version`, the API
+# server's /version, the Node's kubeletVersion) as an upstream build does:
+# the version variables of k8s.io/component-base/version are set from the
+# tool module's k8s.io/component-base (v0.37.2 -> v1.37.2). Without them
+# they report v0.0.0-master, which clients that check the server's version
+# refuse (a chart's kubeVersion constraint, for one).
+#
+# A binary is rebuilt only when it is missing, older than its tool module's
+# go.mod/go.sum/main.go, or built with other linker flags (a stamp
+# <binary>.ldflags records them), so repeated `make test` runs cost nothing.
 # Environment: TOOLS_BIN (output dir), FORCE=1 (rebuild), GO (go command).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -32,10 +40,27 @@ GO="${GO:-go}"
 export GOFLAGS="${GOFLAGS:--buildvcs=false}"
 mkdir -p "$bin"
 
+# ldflags_for $1 source dir: the linker flags of its tool (the version
+# variables for a module that builds on k8s.io/component-base).
+ldflags_for() {
+  local src="$1" cb major minor
+  cb=$(awk '$1 == "k8s.io/component-base" && $2 ~ /^v0\./ { print $2; exit }' "$src/go.mod")
+  if [ -z "$cb" ]; then
+    echo "-s -w"
+    return
+  fi
+  # v0.37.2 -> v1.37.2, major 1, minor 37
+  local v="v1.${cb#v0.}"
+  minor="${cb#v0.}"; minor="${minor%%.*}"; major=1
+  local p=k8s.io/component-base/version
+  echo "-s -w -X $p.gitVersion=$v -X $p.gitMajor=$major -X $p.gitMinor=$minor -X $p.gitTreeState=clean -X $p.buildDate=1970-01-01T00:00:00Z"
+}
+
 needs_build() { # $1 binary, $2 source dir
   local out="$1" src="$2"
   [ "${FORCE:-0}" = 1 ] && return 0
   [ -x "$out" ] || return 0
+  [ "$(cat "$out.ldflags" 2>/dev/null)" = "$(ldflags_for "$src")" ] || return 0
   local f
   for f in "$src"/go.mod "$src"/go.sum "$src"/main.go; do
     [ "$f" -nt "$out" ] && return 0
@@ -53,8 +78,10 @@ build() { # $1 name
   local start; start=$(date +%s)
   # Build to a temp name and rename, so an interrupted build never leaves a
   # truncated binary that later looks "up to date".
-  (cd "$src" && "$GO" build -trimpath -ldflags='-s -w' -o "$out.tmp.$$" .)
+  local ldflags; ldflags=$(ldflags_for "$src")
+  (cd "$src" && "$GO" build -trimpath -ldflags="$ldflags" -o "$out.tmp.$$" .)
   mv -f "$out.tmp.$$" "$out"
+  echo "$ldflags" > "$out.ldflags"
   echo "k8s-tools: built $name in $(( $(date +%s) - start ))s"
 }
 
