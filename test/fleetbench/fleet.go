@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net/http"
 	"os"
 	"path/filepath"
 	"sort"
@@ -44,8 +45,15 @@ type Options struct {
 	DRAEvery int
 	// StartConcurrency nodes start at once.
 	StartConcurrency int
+	// NodesPerConnection nodes share one HTTP/2 connection to the API
+	// server (each still with its own token, clients and rate limits);
+	// 1: every process of every node dials its own, as on real nodes.
+	NodesPerConnection int
 	// Controller phase (controller.go); Addresses 0 skips it.
 	Controller ControllerOptions
+	// ControllerOnly runs the controller phase alone: the Nodes exist, no
+	// simulated node runs.
+	ControllerOnly bool
 	// APIServerArgs are extra kube-apiserver flags.
 	APIServerArgs []string
 	Dir           string
@@ -65,6 +73,9 @@ func (o *Options) defaults() {
 	}
 	if o.StartConcurrency == 0 {
 		o.StartConcurrency = 32
+	}
+	if o.NodesPerConnection == 0 {
+		o.NodesPerConnection = 16
 	}
 	if o.Progress == nil {
 		o.Progress = io.Discard
@@ -164,6 +175,13 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 			return nil, err
 		}
 	}
+	if o.ControllerOnly {
+		cr, err := runController(ctx, o.Controller, api, admin, names, filepath.Join(dir, "controller"), pr)
+		if err != nil {
+			return nil, err
+		}
+		return &Result{Nodes: o.Nodes, Controller: cr}, nil
+	}
 	const ns, nadName = "train", "rdma-net"
 	if err := createNetwork(ctx, admin, adminCfg, ns, nadName); err != nil {
 		return nil, err
@@ -197,9 +215,17 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 		}
 		wg.Wait()
 	}()
+	conns := make([]http.RoundTripper, (o.Nodes+o.NodesPerConnection-1)/o.NodesPerConnection)
+	if o.NodesPerConnection > 1 {
+		for i := range conns {
+			if conns[i], err = SharedTransport(adminCfg); err != nil {
+				return nil, err
+			}
+		}
+	}
 	start := time.Now()
 	err = parallel(ctx, o.Nodes, o.StartConcurrency, func(i int) error {
-		no := NodeOptions{Name: names[i], Base: ids[i].Cfg, Hardware: shared, Shared: snap, StateDir: filepath.Join(dir, "nodes", names[i]), Logger: o.Logger}
+		no := NodeOptions{Name: names[i], Base: ids[i].Cfg, Transport: conns[i/o.NodesPerConnection], Hardware: shared, Shared: snap, StateDir: filepath.Join(dir, "nodes", names[i]), Logger: o.Logger}
 		if i < o.FullAgents {
 			hw, err := NewHardware(filepath.Join(dir, "nodes", names[i], "hw"), o.NICs, o.VFs, uint8(i+2))
 			if err != nil {
@@ -343,13 +369,18 @@ func createNetwork(ctx context.Context, admin kubernetes.Interface, cfg *rest.Co
 }
 
 // waitPublished waits until slices ResourceSlices of rdmanet's driver and
-// nodes annotated Nodes exist.
+// nodes annotated Nodes exist. It counts the slices with a one-item page
+// (remainingItemCount): a full list is 60 MB at 1,000 nodes.
 func waitPublished(ctx context.Context, admin kubernetes.Interface, nodes, slices int) error {
 	deadline := time.Now().Add(20 * time.Minute)
 	for {
-		sl, err := admin.ResourceV1().ResourceSlices().List(ctx, metav1.ListOptions{FieldSelector: "spec.driver=" + dra.DriverName, ResourceVersion: "0"})
+		sl, err := admin.ResourceV1().ResourceSlices().List(ctx, metav1.ListOptions{FieldSelector: "spec.driver=" + dra.DriverName, Limit: 1})
 		if err != nil {
 			return err
+		}
+		have := len(sl.Items)
+		if sl.RemainingItemCount != nil {
+			have += int(*sl.RemainingItemCount)
 		}
 		nl, err := admin.CoreV1().Nodes().List(ctx, metav1.ListOptions{ResourceVersion: "0"})
 		if err != nil {
@@ -361,13 +392,13 @@ func waitPublished(ctx context.Context, admin kubernetes.Interface, nodes, slice
 				annotated++
 			}
 		}
-		if len(sl.Items) >= slices && annotated >= nodes {
+		if have >= slices && annotated >= nodes {
 			return nil
 		}
 		if time.Now().After(deadline) {
-			return fmt.Errorf("after 20 min: %d of %d ResourceSlices, %d of %d Nodes annotated", len(sl.Items), slices, annotated, nodes)
+			return fmt.Errorf("after 20 min: %d of %d ResourceSlices, %d of %d Nodes annotated", have, slices, annotated, nodes)
 		}
-		if err := sleep(ctx, 2*time.Second); err != nil {
+		if err := sleep(ctx, 5*time.Second); err != nil {
 			return err
 		}
 	}

@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"net"
+	"net/http"
 	"path/filepath"
 	"slices"
 	"sync"
@@ -13,11 +14,13 @@ import (
 
 	nadv1 "github.com/k8snetworkplumbingwg/network-attachment-definition-client/pkg/apis/k8s.cni.cncf.io/v1"
 	nadclient "github.com/k8snetworkplumbingwg/network-attachment-definition-client/pkg/client/clientset/versioned"
+	utilnet "k8s.io/apimachinery/pkg/util/net"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
 	"github.com/rdmanet/rdmanet/internal/agent"
 	"github.com/rdmanet/rdmanet/internal/cni/meta"
+	"github.com/rdmanet/rdmanet/internal/devinfo"
 	"github.com/rdmanet/rdmanet/internal/dra"
 	"github.com/rdmanet/rdmanet/internal/ipam"
 )
@@ -44,6 +47,10 @@ type NodeOptions struct {
 	// token. Each process of the node (agent, daemon) gets a copy with its
 	// own connection.
 	Base *rest.Config
+	// Transport, when set, carries the node's requests (a connection
+	// shared with other nodes, see Options.NodesPerConnection); nil: each
+	// process of the node dials its own.
+	Transport http.RoundTripper
 	// Hardware is the node's sysfs tree.
 	Hardware *Hardware
 	// Shared, when set, is the discovered snapshot of a tree identical to
@@ -84,10 +91,14 @@ type Node struct {
 // processConfig is a copy of base for one process: its own connection (a
 // dialer of its own keeps client-go from sharing one transport across
 // nodes), its counter, user agent and client-side rate limits.
-func processConfig(base *rest.Config, c *Counter, userAgent string, qps float32, burst int) *rest.Config {
+func processConfig(base *rest.Config, shared http.RoundTripper, c *Counter, userAgent string, qps float32, burst int) *rest.Config {
 	cfg := rest.CopyConfig(base)
-	d := &net.Dialer{Timeout: 30 * time.Second, KeepAlive: 30 * time.Second}
-	cfg.Dial = d.DialContext
+	if shared != nil {
+		cfg.Transport, cfg.TLSClientConfig = shared, rest.TLSClientConfig{}
+	} else {
+		d := &net.Dialer{Timeout: 30 * time.Second, KeepAlive: 30 * time.Second}
+		cfg.Dial = d.DialContext
+	}
 	cfg.WrapTransport = c.Wrap
 	cfg.UserAgent = userAgent
 	cfg.QPS, cfg.Burst = qps, burst
@@ -105,7 +116,7 @@ func StartNode(ctx context.Context, o NodeOptions) (*Node, error) {
 	}
 	n := &Node{Name: o.Name, Agent: NewCounter(), Daemon: NewCounter(), o: o, holders: &holders{}}
 	log := o.Logger.With("node", o.Name)
-	ctx, n.stop = context.WithCancel(context.WithoutCancel(ctx))
+	ctx, n.stop = context.WithCancel(ctx)
 	ok := false
 	defer func() {
 		if !ok {
@@ -114,7 +125,7 @@ func StartNode(ctx context.Context, o NodeOptions) (*Node, error) {
 	}()
 
 	// rdmanet-agent --dra: one client (dra.NewClient) for the annotator and the publisher.
-	acfg := processConfig(o.Base, n.Agent, "rdmanet-agent/dra", agentQPS, agentBurst)
+	acfg := processConfig(o.Base, o.Transport, n.Agent, "rdmanet-agent/dra", agentQPS, agentBurst)
 	aclient, err := kubernetes.NewForConfig(acfg)
 	if err != nil {
 		return nil, err
@@ -161,7 +172,7 @@ func StartNode(ctx context.Context, o NodeOptions) (*Node, error) {
 
 	// rdmanet-daemon: meta.NewKubeSource(kubeconfig, 50), its cached source
 	// and slice resolver; the in-process rdmanet-ipam's kubernetes store.
-	dcfg := processConfig(o.Base, n.Daemon, "rdmanet-cni", daemonQPS, daemonBurst)
+	dcfg := processConfig(o.Base, o.Transport, n.Daemon, "rdmanet-cni", daemonQPS, daemonBurst)
 	// (The real daemon's clients share one connection through client-go's
 	// transport cache; here each client has its own, which changes no
 	// request count.)
@@ -175,7 +186,7 @@ func StartNode(ctx context.Context, o NodeOptions) (*Node, error) {
 	}
 	n.live = &meta.KubeSource{Core: core, NADs: nads}
 	n.slices = meta.NewSliceResolver(core)
-	icfg := processConfig(o.Base, n.Daemon, "rdmanet-ipam", -1, -1)
+	icfg := processConfig(o.Base, o.Transport, n.Daemon, "rdmanet-ipam", -1, -1)
 	icfg.Timeout = 30 * time.Second
 	store, err := ipam.NewKubeStore(icfg)
 	if err != nil {
@@ -270,10 +281,10 @@ func (n *Node) StartPod(ctx context.Context, p PodStart) error {
 	}
 	ip := fmt.Sprintf("%s/%d", addr, cfg.Ranges[0].Prefix.Bits())
 	mac := fmt.Sprintf("02:00:%02x:%02x:%02x:%02x", addr.As4()[0], addr.As4()[1], addr.As4()[2], addr.As4()[3])
-	status := []nadv1.NetworkStatus{
-		{Name: "cluster", Interface: "eth0", IPs: []string{"10.244.0.10"}, Mac: "0a:58:0a:f4:00:0a", Default: true},
-		{Name: p.Namespace + "/" + p.NAD, Interface: "net1", IPs: []string{addr.String()}, Mac: mac,
-			DeviceInfo: &nadv1.DeviceInfo{Type: "pci", Version: "1.1.0", Pci: &nadv1.PciDevice{PciAddress: deviceID}}},
+	status := []devinfo.NetworkStatus{
+		{NetworkStatus: nadv1.NetworkStatus{Name: "cluster", Interface: "eth0", IPs: []string{"10.244.0.10"}, Mac: "0a:58:0a:f4:00:0a", Default: true}},
+		{NetworkStatus: nadv1.NetworkStatus{Name: p.Namespace + "/" + p.NAD, Interface: "net1", IPs: []string{addr.String()}, Mac: mac,
+			DeviceInfo: &nadv1.DeviceInfo{Type: "pci", Version: "1.1.0", Pci: &nadv1.PciDevice{PciAddress: deviceID}}}},
 	}
 	if err := n.src.SetNetworkStatus(ctx, pod.Namespace, pod.Name, pod.UID, status); err != nil {
 		return err
@@ -305,4 +316,15 @@ func (h *holders) DevicePluginHolders(context.Context) ([]dra.DPHolder, error) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	return slices.Clone(h.list), nil
+}
+
+// SharedTransport is one connection's transport to the API server of cfg
+// (its TLS settings; no credentials: each node's config adds its own).
+func SharedTransport(cfg *rest.Config) (http.RoundTripper, error) {
+	tlsCfg, err := rest.TLSConfigFor(&rest.Config{TLSClientConfig: rest.TLSClientConfig{CAFile: cfg.CAFile, CAData: cfg.CAData}})
+	if err != nil {
+		return nil, err
+	}
+	return utilnet.SetTransportDefaults(&http.Transport{TLSClientConfig: tlsCfg, MaxIdleConnsPerHost: 25,
+		DialContext: (&net.Dialer{Timeout: 30 * time.Second, KeepAlive: 30 * time.Second}).DialContext, TLSHandshakeTimeout: 10 * time.Second}), nil
 }

@@ -32,9 +32,11 @@ func main() {
 	draEvery := flag.Int("dra-every", 4, "every n-th pod of the job is a DRA pod (0: none)")
 	full := flag.Int("full-agents", 2, "nodes that run the real agent loop over their own sysfs tree (the flap node among them)")
 	ctrlBin := flag.String("controller-bin", "", "rdmanet-controller binary (required when -addresses is not 0)")
+	perConn := flag.Int("nodes-per-connection", 16, "simulated nodes sharing one HTTP/2 connection to the API server (each with its own token, clients and rate limits); 1: one connection per node process, as in a real cluster")
+	ctrlOnly := flag.Bool("controller-only", false, "run only the controller phase (Nodes and pods exist, no simulated node runs); its line has the controller fields only")
 	inflight := flag.Int("max-requests-inflight", 3000, "kube-apiserver --max-requests-inflight (and a third of it mutating)")
 	flag.Parse()
-	if err := run(*sizes, *addrs, *steady, *settle, *pods, *draEvery, *full, *ctrlBin, *inflight); err != nil {
+	if err := run(*sizes, *addrs, *steady, *settle, *pods, *draEvery, *full, *ctrlBin, *inflight, *perConn, *ctrlOnly); err != nil {
 		fmt.Fprintln(os.Stderr, "bench-fleet:", err)
 		os.Exit(1)
 	}
@@ -52,7 +54,7 @@ func ints(s string) ([]int, error) {
 	return out, nil
 }
 
-func run(sizes, addrs string, steady, settle time.Duration, pods, draEvery, full int, ctrlBin string, inflight int) error {
+func run(sizes, addrs string, steady, settle time.Duration, pods, draEvery, full int, ctrlBin string, inflight, perConn int, ctrlOnly bool) error {
 	ns, err := ints(sizes)
 	if err != nil {
 		return fmt.Errorf("-nodes: %w", err)
@@ -60,6 +62,15 @@ func run(sizes, addrs string, steady, settle time.Duration, pods, draEvery, full
 	as, err := ints(addrs)
 	if err != nil || len(as) != len(ns) && !(len(as) == 1 && as[0] == 0) {
 		return fmt.Errorf("-addresses=%q: give one count per size, or 0", addrs)
+	}
+	// A simulated fleet on a small shared machine starves its own
+	// connections' HTTP/2 health checks (client-go: a ping after 30 s idle,
+	// 15 s to answer), and a lost connection restarts the watches of every
+	// node on it; give them longer unless the caller chose.
+	for k, v := range map[string]string{"HTTP2_READ_IDLE_TIMEOUT_SECONDS": "120", "HTTP2_PING_TIMEOUT_SECONDS": "60"} {
+		if os.Getenv(k) == "" {
+			_ = os.Setenv(k, v)
+		}
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
@@ -70,7 +81,7 @@ func run(sizes, addrs string, steady, settle time.Duration, pods, draEvery, full
 			a = as[i]
 		}
 		r, err := fleetbench.Run(ctx, fleetbench.Options{
-			Nodes: n, FullAgents: full, Settle: settle, Steady: steady, Pods: pods, DRAEvery: draEvery,
+			Nodes: n, FullAgents: full, NodesPerConnection: perConn, ControllerOnly: ctrlOnly, Settle: settle, Steady: steady, Pods: pods, DRAEvery: draEvery,
 			Controller:    fleetbench.ControllerOptions{Addresses: a, Bin: ctrlBin},
 			APIServerArgs: []string{"--max-requests-inflight=" + strconv.Itoa(inflight), "--max-mutating-requests-inflight=" + strconv.Itoa(inflight/3)},
 			Progress:      os.Stderr,
