@@ -46,6 +46,19 @@ type NetworkStatus struct {
 	InfiniBand *InfiniBand `json:"infiniband,omitempty"`
 }
 
+// Statuses wraps Multus entries as entries without the extension (nil for
+// nil): for writers that build network-status without InfiniBand data.
+func Statuses(in []nadv1.NetworkStatus) []NetworkStatus {
+	if in == nil {
+		return nil
+	}
+	out := make([]NetworkStatus, len(in))
+	for i, s := range in {
+		out[i].NetworkStatus = s
+	}
+	return out
+}
+
 // InfiniBandOf is the extension of an attachment whose delegate config
 // (the conflist as run, or a single plugin config) is conf and whose CNI
 // result interface has MAC mac; nil when the attachment is neither

@@ -114,3 +114,38 @@ func TestClaimData(t *testing.T) {
 		t.Fatalf("ClaimData = %s, want %s", d.Raw, want)
 	}
 }
+
+// TestStatuses: Multus entries wrapped without the extension marshal
+// byte for byte as Multus' own list.
+func TestStatuses(t *testing.T) {
+	tests := []struct {
+		name string
+		in   []nadv1.NetworkStatus
+	}{
+		{name: "nil stays nil (JSON null, as Multus' nil list)", in: nil},
+		{name: "empty", in: []nadv1.NetworkStatus{}},
+		{name: "default and a VF with device-info", in: []nadv1.NetworkStatus{
+			{Name: "cluster", Interface: "eth0", IPs: []string{"10.244.0.10"}, Mac: "0a:58:0a:f4:00:0a", Default: true},
+			{Name: "ai-training/face-training-rdma", Interface: "net1", IPs: []string{"10.60.1.5"}, Mac: "02:00:0a:3c:01:05",
+				DeviceInfo: PCI("0000:3b:02.0", "0000:3b:00.0", "mlx5_2")},
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got := Statuses(tt.in)
+			if (got == nil) != (tt.in == nil) || len(got) != len(tt.in) {
+				t.Fatalf("Statuses(%v) = %v", tt.in, got)
+			}
+			for i := range got {
+				if got[i].InfiniBand != nil || !reflect.DeepEqual(got[i].NetworkStatus, tt.in[i]) {
+					t.Errorf("entry %d = %+v, want %+v without the extension", i, got[i], tt.in[i])
+				}
+			}
+			want, _ := json.Marshal(tt.in)
+			b, err := json.Marshal(got)
+			if err != nil || string(b) != string(want) {
+				t.Errorf("marshals as %s (%v), want Multus' %s", b, err, want)
+			}
+		})
+	}
+}

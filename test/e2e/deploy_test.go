@@ -53,6 +53,7 @@ import (
 	"github.com/rdmanet/rdmanet/internal/agent"
 	"github.com/rdmanet/rdmanet/internal/cni/meta"
 	"github.com/rdmanet/rdmanet/internal/daemon"
+	"github.com/rdmanet/rdmanet/internal/devinfo"
 	"github.com/rdmanet/rdmanet/internal/inventory"
 	"github.com/rdmanet/rdmanet/internal/ipam"
 	"github.com/rdmanet/rdmanet/internal/ipam/gc"
@@ -927,7 +928,7 @@ func TestDeployRBAC(t *testing.T) {
 			t.Fatalf("list of NADs: %v", err)
 		}
 		st := []nadv1.NetworkStatus{{Name: ns + "/" + nad.Name, Interface: "net1", IPs: []string{"10.60.1.5"}}}
-		if err := src.SetNetworkStatus(ctx, ns, mine.Name, mine.UID, st); err != nil {
+		if err := src.SetNetworkStatus(ctx, ns, mine.Name, mine.UID, devinfo.Statuses(st)); err != nil {
 			t.Fatalf("SetNetworkStatus with the rdmanet-daemon token: %v", err)
 		}
 		got, err := admin.CoreV1().Pods(ns).Get(ctx, mine.Name, metav1.GetOptions{})

@@ -48,6 +48,7 @@ import (
 	v1alpha1 "github.com/rdmanet/rdmanet/api/ipam/v1alpha1"
 	"github.com/rdmanet/rdmanet/internal/agent"
 	"github.com/rdmanet/rdmanet/internal/cni/meta"
+	"github.com/rdmanet/rdmanet/internal/devinfo"
 	"github.com/rdmanet/rdmanet/internal/install"
 	"github.com/rdmanet/rdmanet/internal/inventory"
 	"github.com/rdmanet/rdmanet/internal/ipam"
@@ -495,7 +496,7 @@ func TestNodeRestriction(t *testing.T) {
 		}
 		return &meta.KubeSource{Core: id.cs, NADs: nads}
 	}
-	status := []nadv1.NetworkStatus{{Name: w.ns + "/face-training-rdma", Interface: "net1", IPs: []string{"10.60.1.5"}}}
+	status := devinfo.Statuses([]nadv1.NetworkStatus{{Name: w.ns + "/face-training-rdma", Interface: "net1", IPs: []string{"10.60.1.5"}}})
 	statusPatch := func(ns, pod, patch string) func(context.Context, *identity) error {
 		return func(ctx context.Context, id *identity) error {
 			_, err := id.cs.CoreV1().Pods(ns).Patch(ctx, pod, k8stypes.MergePatchType, []byte(patch), metav1.PatchOptions{}, "status")

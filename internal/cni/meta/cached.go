@@ -16,6 +16,8 @@ import (
 	"k8s.io/client-go/informers"
 	corelisters "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/tools/cache"
+
+	"github.com/rdmanet/rdmanet/internal/devinfo"
 )
 
 // CachedSource serves pods and NADs from informer caches (the node's pods
@@ -89,6 +91,6 @@ func (s *CachedSource) NADCached(_ context.Context, ns, name string) (*nadv1.Net
 	return n.DeepCopy(), nil
 }
 
-func (s *CachedSource) SetNetworkStatus(ctx context.Context, ns, name string, uid k8stypes.UID, st []nadv1.NetworkStatus) error {
+func (s *CachedSource) SetNetworkStatus(ctx context.Context, ns, name string, uid k8stypes.UID, st []devinfo.NetworkStatus) error {
 	return s.live.SetNetworkStatus(ctx, ns, name, uid, st)
 }

@@ -10,6 +10,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	metav1apply "k8s.io/client-go/applyconfigurations/meta/v1"
 	resourceapply "k8s.io/client-go/applyconfigurations/resource/v1"
+
+	"github.com/rdmanet/rdmanet/internal/devinfo"
 )
 
 // ClaimStatusDriver is the DRA driver whose claims get the network data of
@@ -25,13 +27,15 @@ const ClaimStatusDriver = "rdma.rdmanet.io"
 const ClaimFieldManager = "rdmanet-cni"
 
 // ClaimNetwork is what one attachment tells the claim its device came
-// through: the interface in the pod, its addresses (CIDR) and MAC.
+// through: the interface in the pod, its addresses (CIDR) and MAC, and for
+// an InfiniBand attachment its GUID and PKey (the device status' data).
 type ClaimNetwork struct {
 	ClaimDevice
-	Pod       string   `json:"pod"`
-	Interface string   `json:"interface"`
-	IPs       []string `json:"ips,omitempty"`
-	MAC       string   `json:"mac,omitempty"`
+	Pod        string              `json:"pod"`
+	Interface  string              `json:"interface"`
+	IPs        []string            `json:"ips,omitempty"`
+	MAC        string              `json:"mac,omitempty"`
+	InfiniBand *devinfo.InfiniBand `json:"infiniband,omitempty"`
 }
 
 // ClaimStatusSetter is a Source that writes ResourceClaim device status.
@@ -40,7 +44,8 @@ type ClaimStatusSetter interface {
 }
 
 // claimNetworks collects, for every delegate whose device came from a claim
-// of ClaimStatusDriver, its interface, addresses and MAC from its result.
+// of ClaimStatusDriver, its interface, addresses and MAC from its result,
+// and the InfiniBand extension of an ib-sriov or ipoib delegate.
 func claimNetworks(rec *Record, results []types.Result) ([]ClaimNetwork, error) {
 	var out []ClaimNetwork
 	for i, d := range rec.Delegates {
@@ -63,6 +68,7 @@ func claimNetworks(rec *Record, results []types.Result) ([]ClaimNetwork, error) 
 				n.IPs = append(n.IPs, ip.Address.String())
 			}
 		}
+		n.InfiniBand = devinfo.InfiniBandOf(d.Conf, n.MAC)
 		out = append(out, n)
 	}
 	return out, nil
@@ -70,7 +76,9 @@ func claimNetworks(rec *Record, results []types.Result) ([]ClaimNetwork, error) 
 
 // SetClaimNetworks applies each claim device's status (server-side apply
 // on the status subresource, field manager ClaimFieldManager): condition
-// Ready and networkData. Other writers' entries are untouched.
+// Ready, networkData and, for an InfiniBand attachment, data
+// {"infiniband": {"guid", "pkey", "plugin"}} (devinfo.ClaimData). Other
+// writers' entries are untouched.
 func (k *KubeSource) SetClaimNetworks(ctx context.Context, nets []ClaimNetwork) error {
 	var errs []error
 	for _, n := range nets {
@@ -84,6 +92,9 @@ func (k *KubeSource) SetClaimNetworks(ctx context.Context, nets []ClaimNetwork) 
 				WithInterfaceName(n.Interface).WithIPs(n.IPs...).WithHardwareAddress(n.MAC))
 		if n.ShareID != "" {
 			dev = dev.WithShareID(n.ShareID)
+		}
+		if d := devinfo.ClaimData(n.InfiniBand); d != nil {
+			dev = dev.WithData(*d)
 		}
 		ac := resourceapply.ResourceClaim(n.Claim, n.Namespace).WithStatus(resourceapply.ResourceClaimStatus().WithDevices(dev))
 		if _, err := k.Core.ResourceV1().ResourceClaims(n.Namespace).ApplyStatus(ctx, ac, metav1.ApplyOptions{FieldManager: ClaimFieldManager, Force: true}); err != nil {

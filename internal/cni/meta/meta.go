@@ -484,8 +484,8 @@ func (p *Plugin) delDelegate(ctx context.Context, a Args, d *Delegate) error {
 	return err
 }
 
-func (p *Plugin) statuses(rec *Record, results []types.Result) ([]nadv1.NetworkStatus, error) {
-	var out []nadv1.NetworkStatus
+func (p *Plugin) statuses(rec *Record, results []types.Result) ([]devinfo.NetworkStatus, error) {
+	var out []devinfo.NetworkStatus
 	for i, d := range rec.Delegates {
 		var dev *nadv1.DeviceInfo
 		if d.DeviceID != "" {
@@ -510,7 +510,7 @@ func (p *Plugin) statuses(rec *Record, results []types.Result) ([]nadv1.NetworkS
 			if s.Interface == "" {
 				s.Interface = d.IfName
 			}
-			out = append(out, *s)
+			out = append(out, devinfo.NetworkStatus{NetworkStatus: *s, InfiniBand: devinfo.InfiniBandOf(d.Conf, s.Mac)})
 		}
 	}
 	return out, nil

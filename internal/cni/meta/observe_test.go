@@ -14,6 +14,8 @@ import (
 	nadv1 "github.com/k8snetworkplumbingwg/network-attachment-definition-client/pkg/apis/k8s.cni.cncf.io/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+
+	"github.com/rdmanet/rdmanet/internal/devinfo"
 )
 
 func TestErrorReason(t *testing.T) {
@@ -96,7 +98,7 @@ func TestStatusWriterObserved(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			rec := &recorder{}
 			w := &StatusWriter{Source: &scriptedStatus{errs: tc.errs}, Log: slog.New(slog.NewTextHandler(io.Discard, nil)), Backoff: time.Millisecond, MaxAge: tc.maxAge, Observer: rec}
-			w.Submit("c1", "ai", "trainer-0", "uid-1", []nadv1.NetworkStatus{{Interface: "eth0"}})
+			w.Submit("c1", "ai", "trainer-0", "uid-1", devinfo.Statuses([]nadv1.NetworkStatus{{Interface: "eth0"}}))
 			waitIdle(t, w)
 			rec.mu.Lock()
 			defer rec.mu.Unlock()
@@ -109,7 +111,7 @@ func TestStatusWriterObserved(t *testing.T) {
 		rec := &recorder{}
 		src := &scriptedStatus{gate: make(chan struct{})}
 		w := &StatusWriter{Source: src, Log: slog.New(slog.NewTextHandler(io.Discard, nil)), Backoff: time.Millisecond, Observer: rec}
-		w.Submit("c1", "ai", "trainer-0", "uid-1", []nadv1.NetworkStatus{{Interface: "eth0"}})
+		w.Submit("c1", "ai", "trainer-0", "uid-1", devinfo.Statuses([]nadv1.NetworkStatus{{Interface: "eth0"}}))
 		w.Cancel("c1")
 		waitIdle(t, w)
 		rec.mu.Lock()

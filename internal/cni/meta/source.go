@@ -24,6 +24,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/yaml"
 
+	"github.com/rdmanet/rdmanet/internal/devinfo"
 	"github.com/rdmanet/rdmanet/internal/fsutil"
 	"github.com/rdmanet/rdmanet/internal/nodetoken"
 )
@@ -38,7 +39,7 @@ type Source interface {
 	// SetNetworkStatus records the pod's network-status annotation and
 	// touches nothing else on the pod. uid guards against writing onto a
 	// recreated pod of the same name.
-	SetNetworkStatus(ctx context.Context, namespace, name string, uid k8stypes.UID, status []nadv1.NetworkStatus) error
+	SetNetworkStatus(ctx context.Context, namespace, name string, uid k8stypes.UID, status []devinfo.NetworkStatus) error
 }
 
 // --- Kubernetes API ---------------------------------------------------------
@@ -97,7 +98,7 @@ func (k *KubeSource) NAD(ctx context.Context, ns, name string) (*nadv1.NetworkAt
 	return n, nil
 }
 
-func (k *KubeSource) SetNetworkStatus(ctx context.Context, ns, name string, uid k8stypes.UID, status []nadv1.NetworkStatus) error {
+func (k *KubeSource) SetNetworkStatus(ctx context.Context, ns, name string, uid k8stypes.UID, status []devinfo.NetworkStatus) error {
 	b, err := json.MarshalIndent(status, "", "    ")
 	if err != nil {
 		return fmt.Errorf("encode network-status: %w", err)
@@ -247,7 +248,7 @@ func (s *StaticSource) StatusPath(ns, name string) string {
 // SetNetworkStatus records status for the pod, which must still exist
 // with uid (as the API server's UID precondition does): a pod deleted or
 // recreated meanwhile gets nothing, and the error wraps ErrNotFound.
-func (s *StaticSource) SetNetworkStatus(ctx context.Context, ns, name string, uid k8stypes.UID, status []nadv1.NetworkStatus) error {
+func (s *StaticSource) SetNetworkStatus(ctx context.Context, ns, name string, uid k8stypes.UID, status []devinfo.NetworkStatus) error {
 	p, err := s.Pod(ctx, ns, name)
 	if err != nil {
 		return fmt.Errorf("set network-status: %w", err)

@@ -11,6 +11,8 @@ import (
 
 	nadv1 "github.com/k8snetworkplumbingwg/network-attachment-definition-client/pkg/apis/k8s.cni.cncf.io/v1"
 	k8stypes "k8s.io/apimachinery/pkg/types"
+
+	"github.com/rdmanet/rdmanet/internal/devinfo"
 )
 
 func writePodManifest(t *testing.T, dir, name, uid string) {
@@ -63,7 +65,7 @@ func TestStaticSourceFollowsDir(t *testing.T) {
 			if !st.found && !errors.Is(err, ErrNotFound) {
 				t.Fatalf("Pod(ai/%s) = %v, want ErrNotFound", st.pod, err)
 			}
-			err = s.SetNetworkStatus(ctx, "ai", st.pod, k8stypes.UID(st.uid), status)
+			err = s.SetNetworkStatus(ctx, "ai", st.pod, k8stypes.UID(st.uid), devinfo.Statuses(status))
 			if st.written != (err == nil) {
 				t.Fatalf("SetNetworkStatus(ai/%s, %s) = %v, want written %v", st.pod, st.uid, err, st.written)
 			}

@@ -7,9 +7,10 @@ import (
 	"sync"
 	"time"
 
-	nadv1 "github.com/k8snetworkplumbingwg/network-attachment-definition-client/pkg/apis/k8s.cni.cncf.io/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	k8stypes "k8s.io/apimachinery/pkg/types"
+
+	"github.com/rdmanet/rdmanet/internal/devinfo"
 )
 
 // StatusWriter writes the network-status annotation after ADD has answered
@@ -46,7 +47,7 @@ type statusJob struct {
 // precondition) for container containerID and returns at once. claims, if
 // any, are written to their ResourceClaims' status after the pod's
 // network-status (when the Source is a ClaimStatusSetter).
-func (w *StatusWriter) Submit(containerID, ns, name string, uid k8stypes.UID, status []nadv1.NetworkStatus, claims ...ClaimNetwork) {
+func (w *StatusWriter) Submit(containerID, ns, name string, uid k8stypes.UID, status []devinfo.NetworkStatus, claims ...ClaimNetwork) {
 	pod := ns + "/" + name
 	ctx, cancel := context.WithTimeout(context.Background(), w.maxAge())
 	w.mu.Lock()
@@ -88,7 +89,7 @@ func (w *StatusWriter) Submit(containerID, ns, name string, uid k8stypes.UID, st
 	}()
 }
 
-func (w *StatusWriter) run(ctx context.Context, containerID, ns, name string, uid k8stypes.UID, status []nadv1.NetworkStatus, claims []ClaimNetwork) {
+func (w *StatusWriter) run(ctx context.Context, containerID, ns, name string, uid k8stypes.UID, status []devinfo.NetworkStatus, claims []ClaimNetwork) {
 	pod := ns + "/" + name
 	result, attempts := w.retry(ctx, "network-status", pod, containerID, func(c context.Context) error {
 		return w.Source.SetNetworkStatus(c, ns, name, uid, status)

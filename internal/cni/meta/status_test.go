@@ -14,6 +14,8 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	k8stypes "k8s.io/apimachinery/pkg/types"
+
+	"github.com/rdmanet/rdmanet/internal/devinfo"
 )
 
 // scriptedStatus is a Source whose SetNetworkStatus answers from a script
@@ -33,7 +35,7 @@ func (s *scriptedStatus) NAD(context.Context, string, string) (*nadv1.NetworkAtt
 	return nil, ErrNotFound
 }
 
-func (s *scriptedStatus) SetNetworkStatus(ctx context.Context, ns, name string, _ k8stypes.UID, st []nadv1.NetworkStatus) error {
+func (s *scriptedStatus) SetNetworkStatus(ctx context.Context, ns, name string, _ k8stypes.UID, st []devinfo.NetworkStatus) error {
 	if s.gate != nil {
 		select {
 		case <-s.gate:
@@ -97,7 +99,7 @@ func TestStatusWriter(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			src := &scriptedStatus{errs: tc.errs}
 			w := &StatusWriter{Source: src, Log: slog.New(slog.NewTextHandler(io.Discard, nil)), Backoff: time.Millisecond}
-			w.Submit("c1", "ai", "trainer-0", "uid-1", []nadv1.NetworkStatus{{Interface: "eth0"}})
+			w.Submit("c1", "ai", "trainer-0", "uid-1", devinfo.Statuses([]nadv1.NetworkStatus{{Interface: "eth0"}}))
 			waitIdle(t, w)
 			calls, written := src.result()
 			if calls != tc.wantCalls {
@@ -113,7 +115,7 @@ func TestStatusWriter(t *testing.T) {
 func TestStatusWriterGivesUpAfterMaxAge(t *testing.T) {
 	src := &scriptedStatus{errs: []error{errors.New("down"), errors.New("down"), errors.New("down"), errors.New("down"), errors.New("down"), errors.New("down"), errors.New("down"), errors.New("down")}}
 	w := &StatusWriter{Source: src, Log: slog.New(slog.NewTextHandler(io.Discard, nil)), Backoff: 5 * time.Millisecond, MaxAge: 30 * time.Millisecond}
-	w.Submit("c1", "ai", "trainer-0", "uid-1", []nadv1.NetworkStatus{{Interface: "eth0"}})
+	w.Submit("c1", "ai", "trainer-0", "uid-1", devinfo.Statuses([]nadv1.NetworkStatus{{Interface: "eth0"}}))
 	waitIdle(t, w)
 	calls, written := src.result()
 	// it gave up (Close returned) before the script's eight failures ran out
@@ -127,7 +129,7 @@ func TestStatusWriterCancelAndSupersede(t *testing.T) {
 	t.Run("DEL cancels the pending write", func(t *testing.T) {
 		src := &scriptedStatus{gate: make(chan struct{})}
 		w := &StatusWriter{Source: src, Log: log}
-		w.Submit("c1", "ai", "trainer-0", "uid-1", []nadv1.NetworkStatus{{Interface: "eth0"}})
+		w.Submit("c1", "ai", "trainer-0", "uid-1", devinfo.Statuses([]nadv1.NetworkStatus{{Interface: "eth0"}}))
 		w.Cancel("c1")
 		waitIdle(t, w)
 		if calls, written := src.result(); calls != 0 || len(written) != 0 {
@@ -137,9 +139,9 @@ func TestStatusWriterCancelAndSupersede(t *testing.T) {
 	t.Run("a newer ADD of the same pod wins", func(t *testing.T) {
 		src := &scriptedStatus{gate: make(chan struct{})}
 		w := &StatusWriter{Source: src, Log: log}
-		w.Submit("old-sandbox", "ai", "trainer-0", "uid-1", []nadv1.NetworkStatus{{Interface: "old"}})
-		w.Submit("new-sandbox", "ai", "trainer-0", "uid-1", []nadv1.NetworkStatus{{Interface: "new"}})
-		w.Submit("other", "ai", "trainer-1", "uid-2", []nadv1.NetworkStatus{{Interface: "eth0"}})
+		w.Submit("old-sandbox", "ai", "trainer-0", "uid-1", devinfo.Statuses([]nadv1.NetworkStatus{{Interface: "old"}}))
+		w.Submit("new-sandbox", "ai", "trainer-0", "uid-1", devinfo.Statuses([]nadv1.NetworkStatus{{Interface: "new"}}))
+		w.Submit("other", "ai", "trainer-1", "uid-2", devinfo.Statuses([]nadv1.NetworkStatus{{Interface: "eth0"}}))
 		close(src.gate)
 		waitIdle(t, w)
 		_, written := src.result()
@@ -150,7 +152,7 @@ func TestStatusWriterCancelAndSupersede(t *testing.T) {
 	t.Run("Close gives up on writes that cannot finish", func(t *testing.T) {
 		src := &scriptedStatus{gate: make(chan struct{})}
 		w := &StatusWriter{Source: src, Log: log}
-		w.Submit("c1", "ai", "trainer-0", "uid-1", []nadv1.NetworkStatus{{Interface: "eth0"}})
+		w.Submit("c1", "ai", "trainer-0", "uid-1", devinfo.Statuses([]nadv1.NetworkStatus{{Interface: "eth0"}}))
 		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
 		defer cancel()
 		w.Close(ctx)
