@@ -7,10 +7,13 @@ package meta
 
 import (
 	"context"
+	"encoding/json"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/containernetworking/cni/pkg/types"
+	current "github.com/containernetworking/cni/pkg/types/100"
 	corev1 "k8s.io/api/core/v1"
 	resourcev1 "k8s.io/api/resource/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -18,6 +21,7 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
 
+	"github.com/rdmanet/rdmanet/internal/devinfo"
 	"github.com/rdmanet/rdmanet/test/apiserver"
 )
 
@@ -129,6 +133,9 @@ func TestClaimAttachmentAPIServer(t *testing.T) {
 	if len(d.Conditions) != 1 || d.Conditions[0].Type != "Ready" || d.Conditions[0].Status != metav1.ConditionTrue {
 		t.Fatalf("conditions = %+v, want Ready=True", d.Conditions)
 	}
+	if d.Data != nil {
+		t.Fatalf("an Ethernet VF's device status has data %s, want none", d.Data.Raw)
+	}
 	// Written again (a new sandbox of the pod): still one entry, new data.
 	n.IPs = []string{"192.168.100.8/24"}
 	if err := src.SetClaimNetworks(ctx, []ClaimNetwork{n}); err != nil {
@@ -143,5 +150,43 @@ func TestClaimAttachmentAPIServer(t *testing.T) {
 	other.Driver = "gpu.example.com"
 	if err := src.SetClaimNetworks(ctx, []ClaimNetwork{other}); err == nil || !strings.Contains(err.Error(), "trainer-0-nic") {
 		t.Fatalf("writing another driver's device status: err = %v, want a refusal naming the claim", err)
+	}
+
+	// An IB VF's claim, from an ib-sriov delegate's result to the API
+	// server: the GUID and PKey are the device status' data.
+	ibClaim := &resourcev1.ResourceClaim{ObjectMeta: metav1.ObjectMeta{Name: "ib-trainer-0-nic", Namespace: "default"}, Spec: claim.Spec}
+	ibClaim, err = admin.ResourceV1().ResourceClaims("default").Create(ctx, ibClaim, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ibClaim.Status.Allocation = claim.Status.Allocation.DeepCopy()
+	ibClaim.Status.Allocation.Devices.Results[0].Device = "vf-0000-41-00-3"
+	if _, err := admin.ResourceV1().ResourceClaims("default").UpdateStatus(ctx, ibClaim, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	const guid = "02:00:00:00:00:00:00:07"
+	rec := &Record{Pod: "default/ib-trainer-0", Delegates: []*Delegate{{Network: "default/ib-training-rdma", IfName: "net1", Conf: []byte(ibSriovConf),
+		DeviceID: "0000:41:00.3", Claim: &ClaimDevice{Namespace: "default", Claim: "ib-trainer-0-nic", Driver: ClaimStatusDriver, Pool: node, Device: "vf-0000-41-00-3"}}}}
+	ibRes := &current.Result{CNIVersion: "1.0.0", Interfaces: []*current.Interface{{Name: "net1", Mac: guid, Sandbox: "/var/run/netns/ib-trainer-0"}}}
+	nets, err := claimNetworks(rec, []types.Result{ibRes})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := src.SetClaimNetworks(ctx, nets); err != nil {
+		t.Fatalf("SetClaimNetworks (IB) with deploy/rbac-daemon.yaml's rights: %v", err)
+	}
+	got, err = admin.ResourceV1().ResourceClaims("default").Get(ctx, "ib-trainer-0-nic", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got.Status.Devices) != 1 || got.Status.Devices[0].NetworkData == nil || got.Status.Devices[0].NetworkData.HardwareAddress != guid {
+		t.Fatalf("IB claim status.devices = %+v", got.Status.Devices)
+	}
+	var data struct {
+		InfiniBand *devinfo.InfiniBand `json:"infiniband"`
+	}
+	if d := got.Status.Devices[0].Data; d == nil || json.Unmarshal(d.Raw, &data) != nil || data.InfiniBand == nil ||
+		*data.InfiniBand != (devinfo.InfiniBand{GUID: guid, PKey: "0x8005", Plugin: devinfo.TypeIBSriov}) {
+		t.Fatalf("IB claim device status data = %v, want the GUID %s, PKey 0x8005, plugin ib-sriov", got.Status.Devices[0].Data, guid)
 	}
 }

@@ -7,6 +7,8 @@ import (
 
 	"github.com/containernetworking/cni/pkg/types"
 	current "github.com/containernetworking/cni/pkg/types/100"
+
+	"github.com/rdmanet/rdmanet/internal/devinfo"
 )
 
 // TestClaimNetworks: only attachments whose device came through a claim of
@@ -46,5 +48,34 @@ func TestClaimNetworks(t *testing.T) {
 	n := got[0]
 	if n.ClaimDevice != *vf || n.Pod != "ai/p" || n.Interface != "net1" || n.MAC != "02:00:00:00:41:02" || !slices.Equal(n.IPs, []string{"192.168.100.7/24"}) {
 		t.Fatalf("claimNetworks[0] = %+v", n)
+	}
+}
+
+// TestClaimNetworksInfiniBand: a claim's ib-sriov or ipoib attachment
+// reports its GUID and PKey (the device status' data); a macvlan one none.
+func TestClaimNetworksInfiniBand(t *testing.T) {
+	tests := []struct {
+		name, conf, mac string
+		want            *devinfo.InfiniBand
+	}{
+		{name: "ib-sriov VF: the pod's GUID", conf: ibSriovConf, mac: "02:00:00:00:00:00:00:01",
+			want: &devinfo.InfiniBand{GUID: "02:00:00:00:00:00:00:01", PKey: "0x8005", Plugin: devinfo.TypeIBSriov}},
+		{name: "ipoib: the port's GUID", conf: ipoibConf, mac: "00:00:10:49:fe:80:00:00:00:00:00:00:0c:42:a1:03:00:65:8e:82",
+			want: &devinfo.InfiniBand{GUID: "0c:42:a1:03:00:65:8e:82", PKey: "0x8006", Plugin: devinfo.TypeIPoIB}},
+		{name: "macvlan: none", conf: macvlanConf, mac: "02:11:22:33:44:55"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			claim := &ClaimDevice{Namespace: "ai", Claim: "c", Driver: ClaimStatusDriver, Pool: "ib-node", Device: "vf-0000-c1-00-2"}
+			rec := &Record{Pod: "ai/p", Delegates: []*Delegate{{Network: "ai/n", IfName: "net1", Conf: []byte(tt.conf), DeviceID: "0000:c1:00.2", Claim: claim}}}
+			res := &current.Result{CNIVersion: "1.0.0", Interfaces: []*current.Interface{{Name: "net1", Mac: tt.mac, Sandbox: "/var/run/netns/p"}}}
+			got, err := claimNetworks(rec, []types.Result{res})
+			if err != nil || len(got) != 1 {
+				t.Fatalf("claimNetworks = %+v, %v", got, err)
+			}
+			if g := got[0].InfiniBand; (g == nil) != (tt.want == nil) || g != nil && *g != *tt.want {
+				t.Fatalf("InfiniBand = %+v, want %+v", g, tt.want)
+			}
+		})
 	}
 }
