@@ -95,13 +95,18 @@ func TestDemoInfiniBand(t *testing.T) {
 				ips[net1.IPs[0]] = p.Name
 			}
 			var st []struct {
-				Interface string `json:"interface"`
-				MAC       string `json:"mac"`
-				Name      string `json:"name"`
+				Interface  string `json:"interface"`
+				MAC        string `json:"mac"`
+				Name       string `json:"name"`
+				InfiniBand *struct {
+					GUID, PKey, Plugin string
+				} `json:"infiniband"`
 			}
 			if err := json.Unmarshal(p.NetworkStatus, &st); err != nil || len(st) != 2 || st[1].Interface != "net1" || st[1].MAC != ib.GUID ||
 				st[1].Name != "ai-training/ib-training-rdma" {
 				t.Errorf("network-status %s: want net1 of ai-training/ib-training-rdma with the GUID %s as mac (%v)", p.NetworkStatus, ib.GUID, err)
+			} else if x := st[1].InfiniBand; x == nil || x.GUID != ib.GUID || x.PKey != "0x8005" || x.Plugin != "ib-sriov" {
+				t.Errorf("network-status %s: net1's infiniband %+v, want GUID %s, PKey 0x8005 (the NAD's), plugin ib-sriov", p.NetworkStatus, x, ib.GUID)
 			}
 			if !strings.Contains(p.RDMA, "moved into the pod netns") {
 				t.Errorf("RDMA placement %q", p.RDMA)
