@@ -6,6 +6,7 @@ import (
 	"math/rand/v2"
 	"net"
 	"net/http"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -14,6 +15,7 @@ import (
 
 	"github.com/containernetworking/cni/libcni"
 	"github.com/containernetworking/plugins/pkg/ns"
+	"github.com/containernetworking/plugins/pkg/testutils"
 	nadv1 "github.com/k8snetworkplumbingwg/network-attachment-definition-client/pkg/apis/k8s.cni.cncf.io/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -66,6 +68,9 @@ func Row(t testing.TB, n *Node, impl Impl, pods, rails int, tag string, o Option
 	res.FailReasons = map[string]int{}
 	attached := make([]*libcni.RuntimeConf, pods)
 	attach := make([]time.Duration, pods)
+	podNS := slices.Clone(netns) // the namespace of each pod's latest sandbox
+	var retryNS retryNamespaces
+	defer retryNS.remove()
 	var wg sync.WaitGroup
 	start := time.Now()
 	for i := range pods {
@@ -75,8 +80,17 @@ func Row(t testing.TB, n *Node, impl Impl, pods, rails int, tag string, o Option
 			for attempt := range o.Attempts {
 				if attempt > 0 {
 					time.Sleep(retryPause(attempt))
+					// a new sandbox, as kubelet makes one: a late (retried)
+					// DEL of the failed one must not reach into this one
+					fresh, err := retryNS.add()
+					if err != nil {
+						failed.Add(1)
+						t.Errorf("%s %s: pod %d: network namespace for a retry: %v", impl.Name(), tag, i, err)
+						return
+					}
+					podNS[i] = fresh
 				}
-				rt := runtimeConf(fmt.Sprintf("%s-%d-a%d", tag, i, attempt), podObjs[i], netns[i].Path())
+				rt := runtimeConf(fmt.Sprintf("%s-%d-a%d", tag, i, attempt), podObjs[i], podNS[i].Path())
 				err := n.Host.Do(func(ns.NetNS) error {
 					_, err := cni.AddNetworkList(ctx, list, rt)
 					return err
@@ -109,7 +123,7 @@ func Row(t testing.TB, n *Node, impl Impl, pods, rails int, tag string, o Option
 			continue
 		}
 		res.Attach = append(res.Attach, attach[i])
-		links := netnsutil.Links(t, netns[i])
+		links := netnsutil.Links(t, podNS[i])
 		for _, want := range ifNames(rails) {
 			if !contains(links, want) {
 				t.Errorf("%s %s: pod %d attached but has %v, want %s", impl.Name(), tag, i, links, strings.Join(ifNames(rails), ", "))
@@ -145,6 +159,34 @@ func Row(t testing.TB, n *Node, impl Impl, pods, rails int, tag string, o Option
 		t.Fatalf("%s %s: after DEL of every pod, VFs not back in the host namespace: %v", impl.Name(), tag, missing)
 	}
 	return res
+}
+
+// retryNamespaces are the network namespaces of retried sandboxes, removed
+// at the end of the row.
+type retryNamespaces struct {
+	mu  sync.Mutex
+	nss []ns.NetNS
+}
+
+func (r *retryNamespaces) add() (ns.NetNS, error) {
+	n, err := testutils.NewNS()
+	if err != nil {
+		return nil, err
+	}
+	r.mu.Lock()
+	r.nss = append(r.nss, n)
+	r.mu.Unlock()
+	return n, nil
+}
+
+func (r *retryNamespaces) remove() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, n := range r.nss {
+		n.Close()
+		_ = testutils.UnmountNS(n)
+	}
+	r.nss = nil
 }
 
 // ifNames are the interfaces an attached pod has: eth0, net1..netM.
