@@ -13,7 +13,7 @@
 # takes minutes per impl and run (docs/benchmarks.md).
 BENCH_BURST_FLAGS ?=
 
-.PHONY: bench-burst multus-thick-tool
+.PHONY: bench-burst multus-thick-tool test-burst-smoke
 # The real Multus thick plugin (v4.3.0) into $(TOOLS_BIN); only this
 # benchmark needs it, `make test` does not.
 multus-thick-tool:
@@ -21,5 +21,10 @@ multus-thick-tool:
 
 bench-burst: k8s-tools multus-thick-tool
 	@mkdir -p _output
-	set -o pipefail; RDMANET_BENCH=1 $(GO) test -count=1 -timeout 300m -v -run '^TestBurst$$' ./test/burstbench/ -args $(BENCH_BURST_FLAGS) 2>&1 \
+	set -o pipefail; RDMANET_BENCH=1 $(GO) test -tags burstbench -count=1 -timeout 300m -v -run '^TestBurst$$' ./test/burstbench/ -args $(BENCH_BURST_FLAGS) 2>&1 \
 	  | tee _output/bench-burst.txt | grep -E '^bench-burst|^--- |^(ok|FAIL)'
+
+# The harness' smoke test (root): 4 pods x 1 rail through each impl, once.
+# Not in `make test`: it needs Multus thick (a 15-minute cold build).
+test-burst-smoke: k8s-tools multus-thick-tool
+	$(GO) test -tags burstbench -count=1 -v -run '^TestBurstSmoke$$' ./test/burstbench/

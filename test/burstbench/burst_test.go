@@ -1,3 +1,9 @@
+//go:build burstbench
+
+// The burst benchmark and its smoke test need Multus thick built into
+// .tools/bin (make multus-thick-tool): the build tag keeps them out of
+// `go test ./...`; make bench-burst and make test-burst-smoke set it.
+
 package burstbench
 
 import (
