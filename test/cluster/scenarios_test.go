@@ -45,7 +45,7 @@ func TestCluster(t *testing.T) {
 	t.Run("rdmanet-controller: webhooks, node label, verify", testController)
 	t.Run("fault soak", testSoak)
 	t.Run("kubectl delete -k leaves nothing", testUninstall)
-	t.Run("helm install runs the seed job, helm uninstall leaves nothing", testHelm)
+	t.Run("helm install runs the seeds' workloads, helm uninstall leaves nothing", testHelm)
 }
 
 func testInstalled(t *testing.T) {
@@ -606,10 +606,11 @@ func testUninstall(t *testing.T) {
 // testHelm installs rdmanet again, now from its Helm chart (charts/rdmanet
 // with the simulated node's values, as docs/release.md says), runs the
 // seed's exclusive Job on it (VFs, addresses, network-status as with the
-// kustomize install), deletes it (VFs and addresses back), and
-// uninstalls: `helm uninstall` leaves nothing of rdmanet on the node or
-// in the API, as `kubectl delete -k` does. It runs after testUninstall, on
-// a cluster with no rdmanet.
+// kustomize install), deletes it (VFs and addresses back), runs the
+// hostNetwork seed and the shared seed Job, and uninstalls: `helm
+// uninstall` leaves nothing of rdmanet on the node or in the API, as
+// `kubectl delete -k` does. It runs after testUninstall, on a cluster with
+// no rdmanet.
 func testHelm(t *testing.T) {
 	took, err := layout.HelmInstall(ctx(t, 10*time.Minute), k, state, os.Stdout)
 	if err != nil {
@@ -622,6 +623,10 @@ func testHelm(t *testing.T) {
 	waitAllocatable(t, vfResource, fmt.Sprint(cluster.NumVFs))
 	testExclusiveSeed(t)
 	testDeleteReleases(t)
+	// The other two seeds, each a subtest so that its cleanup (the shared
+	// seed puts the node back in exclusive mode) runs before the uninstall.
+	t.Run("hostNetwork seed pod", testHostNetwork)
+	t.Run("shared seed job", testShared)
 	if err := layout.HelmUninstall(ctx(t, 5*time.Minute), k, state, os.Stdout); err != nil {
 		t.Fatal(err)
 	}
