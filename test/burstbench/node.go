@@ -4,9 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
 	"net"
-	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
@@ -16,7 +14,6 @@ import (
 	"github.com/containernetworking/plugins/pkg/ns"
 	"google.golang.org/grpc"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/tools/clientcmd"
 	podresourcesapi "k8s.io/kubelet/pkg/apis/podresources/v1"
 
 	nadclient "github.com/k8snetworkplumbingwg/network-attachment-definition-client/pkg/client/clientset/versioned"
@@ -97,7 +94,7 @@ func NewNode(t testing.TB, binDir string, vfs, maxRails int) *Node {
 		t.Fatal(err)
 	}
 	n.Host = netnsutil.NewNS(t)
-	n.RelayAddr = relayAPIServer(t, n.Host, n.Kubeconfig)
+	n.RelayAddr = netnsutil.RelayAPIServer(t, n.Host, n.Kubeconfig)
 	if vfs > 0 {
 		names := make([]string, vfs)
 		for i := range names {
@@ -274,67 +271,6 @@ func removeMade(made []string) {
 	for _, d := range made {
 		_ = os.Remove(d)
 	}
-}
-
-// relayAPIServer makes the API server (on 127.0.0.1 of the bench's own
-// namespace) reachable from host, as it is from a real node: a listener on
-// host's loopback (same address, so the serving certificate matches)
-// relays every connection. It rewrites kubeconfig's server to the relay and
-// returns the relay's address. (The same relay as test/e2e's
-// reachAPIServer, which lives in that package's test files.)
-func relayAPIServer(t testing.TB, host ns.NetNS, kubeconfig string) string {
-	t.Helper()
-	cfg, err := clientcmd.LoadFromFile(kubeconfig)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cl := cfg.Clusters[cfg.Contexts[cfg.CurrentContext].Cluster]
-	u, err := url.Parse(cl.Server)
-	if err != nil {
-		t.Fatal(err)
-	}
-	target := u.Host
-	var lis net.Listener
-	netnsutil.Do(t, host, func() error {
-		if err := netops.SetLinkUp("lo"); err != nil {
-			return err
-		}
-		var err error
-		lis, err = net.Listen("tcp", "127.0.0.1:0")
-		return err
-	})
-	var wg sync.WaitGroup
-	t.Cleanup(func() { lis.Close(); wg.Wait() })
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		for {
-			c, err := lis.Accept()
-			if err != nil {
-				return
-			}
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				defer c.Close()
-				up, err := net.Dial("tcp", target)
-				if err != nil {
-					return
-				}
-				defer up.Close()
-				done := make(chan struct{}, 2)
-				go func() { _, _ = io.Copy(up, c); done <- struct{}{} }()
-				go func() { _, _ = io.Copy(c, up); done <- struct{}{} }()
-				<-done
-			}()
-		}
-	}()
-	u.Host = lis.Addr().String()
-	cl.Server = u.String()
-	if err := clientcmd.WriteToFile(*cfg, kubeconfig); err != nil {
-		t.Fatal(err)
-	}
-	return u.Host
 }
 
 // writeJSON writes v as JSON to path.

@@ -149,7 +149,7 @@ func setupTB(t testing.TB) *env {
 		t.Fatal(err)
 	}
 	e.host, e.pod = netnsutil.NewNS(t), netnsutil.NewNS(t)
-	reachAPIServer(t, e.host, kubeconfig)
+	netnsutil.RelayAPIServer(t, e.host, kubeconfig)
 	netnsutil.SimulateVFs(t, e.host, vfNetdev(0), vfNetdev(1), vfNetdev(2), vfNetdev(3))
 	e.origVF, _ = netnsutil.Link(t, e.host, vfNetdev(1))
 	e.rec = netops.NewRecorder(filepath.Join(e.dir, "netops.json"))

@@ -1,4 +1,4 @@
-package e2e
+package netnsutil
 
 import (
 	"io"
@@ -11,16 +11,16 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/rdmanet/rdmanet/internal/netops"
-	"github.com/rdmanet/rdmanet/test/netnsutil"
 )
 
-// reachAPIServer makes the API server (listening on 127.0.0.1 of the test's
+// RelayAPIServer makes the API server (listening on 127.0.0.1 of the test's
 // own namespace) reachable from the host stand-in namespace, as it is from a
 // real node: a TCP listener created inside that namespace on its loopback
 // (same address, so the serving certificate still matches) relays every
 // connection to the server. No link of the test's namespace is touched.
-// It rewrites the kubeconfig's server URL to the relay.
-func reachAPIServer(t testing.TB, host ns.NetNS, kubeconfig string) {
+// It rewrites the kubeconfig's server URL to the relay and returns the
+// relay's address. The relay stops at the test's cleanup.
+func RelayAPIServer(t testing.TB, host ns.NetNS, kubeconfig string) string {
 	t.Helper()
 	cfg, err := clientcmd.LoadFromFile(kubeconfig)
 	if err != nil {
@@ -33,7 +33,7 @@ func reachAPIServer(t testing.TB, host ns.NetNS, kubeconfig string) {
 	}
 	target := u.Host
 	var lis net.Listener
-	netnsutil.Do(t, host, func() error {
+	Do(t, host, func() error {
 		if err := netops.SetLinkUp("lo"); err != nil {
 			return err
 		}
@@ -72,4 +72,5 @@ func reachAPIServer(t testing.TB, host ns.NetNS, kubeconfig string) {
 	if err := clientcmd.WriteToFile(*cfg, kubeconfig); err != nil {
 		t.Fatal(err)
 	}
+	return u.Host
 }
