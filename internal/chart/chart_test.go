@@ -7,10 +7,12 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/yaml"
 
+	"github.com/rdmanet/rdmanet/internal/guidpool"
 	"github.com/rdmanet/rdmanet/test/apiserver"
 )
 
@@ -70,7 +72,8 @@ func TestChartMatchesDeploy(t *testing.T) {
 		{name: "dra.enabled = deploy/ + components/dra", vals: "dra: {enabled: true}", components: []string{"dra"}},
 		{name: "monitoring.enabled = deploy/ + components/monitoring", vals: "monitoring: {enabled: true}", components: []string{"monitoring"}},
 		{name: "policyAudit.enabled = deploy/ + components/policy-audit", vals: "policyAudit: {enabled: true}", components: []string{"policy-audit"}},
-		{name: "every component", vals: "dra: {enabled: true}\nmonitoring: {enabled: true}\npolicyAudit: {enabled: true}", components: []string{"dra", "monitoring", "policy-audit"}},
+		{name: "infiniband.guidPool.ranges = deploy/ + components/infiniband", vals: guidPoolValues, components: []string{"infiniband"}},
+		{name: "every component", vals: "dra: {enabled: true}\nmonitoring: {enabled: true}\npolicyAudit: {enabled: true}\n" + guidPoolValues, components: []string{"dra", "monitoring", "policy-audit", "infiniband"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var comps []string
@@ -98,6 +101,10 @@ func TestChartMatchesDeploy(t *testing.T) {
 		})
 	}
 }
+
+// guidPoolValues switch the InfiniBand GUID pool on with the range of
+// deploy/components/infiniband/guid-pool.yaml.
+const guidPoolValues = `infiniband: {guidPool: {ranges: [{start: "02:00:00:00:00:00:00:01", end: "02:00:00:00:00:00:ff:ff"}]}}`
 
 // TestChartCRDsVerbatim: the chart's crds/ are deploy/crds byte for byte
 // (Helm installs them unrendered).
@@ -278,6 +285,88 @@ func TestChartValues(t *testing.T) {
 				t.Errorf("containers not found: %v", want)
 			}
 		}},
+		{"InfiniBand GUID pool off by default: no ConfigMap, mount, variable or controller flag", "", func(t *testing.T, objs []Object) {
+			if find(t, objs, "ConfigMap", "rdmanet-guid-pool") != nil {
+				t.Error("ConfigMap rdmanet-guid-pool rendered with infiniband.guidPool.ranges empty")
+			}
+			for _, o := range []*unstructured.Unstructured{find(t, objs, "DaemonSet", "rdmanet-node"), find(t, objs, "Deployment", "rdmanet-controller")} {
+				if b, _ := o.MarshalJSON(); strings.Contains(string(b), "guid-pool") || strings.Contains(string(b), "GUID_POOL") {
+					t.Errorf("%s %s mentions the GUID pool with it off", o.GetKind(), o.GetName())
+				}
+			}
+		}},
+		{"InfiniBand GUID pool: ranges, name, block size and hook into guid-pool.json, mounted in the daemon and the controller", `infiniband:
+  guidPool:
+    name: fabric-a
+    blockSize: 16
+    ranges:
+      - {start: "02:00:00:00:00:00:00:01", end: "02:00:00:00:00:00:0f:ff"}
+      - {start: "02:00:00:00:00:01:00:00", end: "02:00:00:00:00:01:ff:ff"}
+    hook: [/opt/sm/hook, --fabric, a]
+    hookTimeout: 10s`, func(t *testing.T, objs []Object) {
+			cm := find(t, objs, "ConfigMap", "rdmanet-guid-pool")
+			if cm == nil {
+				t.Fatal("no ConfigMap rdmanet-guid-pool")
+			}
+			text, _, _ := unstructured.NestedString(cm.Object, "data", "guid-pool.json")
+			// the nodes' own parser (ib-sriov's) and the controller's accept it
+			cfg, err := guidpool.Parse("guid-pool.json", []byte(text))
+			if err != nil {
+				t.Fatalf("guid-pool.json %s: %v", text, err)
+			}
+			if len(cfg.Warnings) > 0 {
+				t.Errorf("guid-pool.json warnings: %v", cfg.Warnings)
+			}
+			if cfg.Network != "infiniband-guid/fabric-a" || len(cfg.Ranges) != 2 || cfg.Ranges[1].First.String() != "02:00:00:00:00:01:00:00" ||
+				!slices.Equal(cfg.Hook, []string{"/opt/sm/hook", "--fabric", "a"}) || cfg.HookTimeout != 10*time.Second ||
+				cfg.Store.Type != "kubernetes" || cfg.Store.Kubeconfig != "/etc/cni/net.d/rdmanet-ipam.d/rdmanet-ipam.kubeconfig" {
+				t.Errorf("guid-pool.json parsed as %+v:\n%s", cfg, text)
+			}
+			if !strings.Contains(text, `"blockSize": 16`) {
+				t.Errorf("guid-pool.json lacks the block size:\n%s", text)
+			}
+			const dir, file = "/etc/rdmanet/guid-pool", "/etc/rdmanet/guid-pool/guid-pool.json"
+			mounted := func(c map[string]any) bool {
+				for _, m := range c["volumeMounts"].([]any) {
+					if m := m.(map[string]any); m["name"] == "guid-pool" && m["mountPath"] == dir && m["readOnly"] == true {
+						return true
+					}
+				}
+				return false
+			}
+			volume := func(u *unstructured.Unstructured) bool {
+				vols, _, _ := unstructured.NestedSlice(u.Object, "spec", "template", "spec", "volumes")
+				for _, v := range vols {
+					if n, _, _ := unstructured.NestedString(v.(map[string]any), "configMap", "name"); n == "rdmanet-guid-pool" {
+						return true
+					}
+				}
+				return false
+			}
+			ds := find(t, objs, "DaemonSet", "rdmanet-node")
+			for _, c := range containers(t, ds) {
+				if c["name"] != "rdmanet-daemon" {
+					continue
+				}
+				var env string
+				for _, e := range c["env"].([]any) {
+					if e := e.(map[string]any); e["name"] == "RDMANET_GUID_POOL_CONFIG" {
+						env, _ = e["value"].(string)
+					}
+				}
+				if env != file || !mounted(c) {
+					t.Errorf("rdmanet-daemon: RDMANET_GUID_POOL_CONFIG=%q, mounted %v; want %s from the ConfigMap at %s", env, mounted(c), file, dir)
+				}
+			}
+			if !volume(ds) {
+				t.Error("DaemonSet has no volume of ConfigMap rdmanet-guid-pool")
+			}
+			d := find(t, objs, "Deployment", "rdmanet-controller")
+			c := containers(t, d)[0]
+			if !slices.Contains(c["args"].([]any), any("--guid-pool-config="+file)) || !mounted(c) || !volume(d) {
+				t.Errorf("controller args %v, mounted %v, volume %v; want --guid-pool-config=%s from the ConfigMap", c["args"], mounted(c), volume(d), file)
+			}
+		}},
 		{"webhooks off", "webhooks: {enabled: false}", func(t *testing.T, objs []Object) {
 			if find(t, objs, "MutatingWebhookConfiguration", "rdmanet-controller") != nil || find(t, objs, "Service", "rdmanet-controller") != nil {
 				t.Error("webhook configuration or Service rendered with webhooks.enabled=false")
@@ -324,6 +413,9 @@ func TestChartRefuses(t *testing.T) {
 		{"a digest that is not one", Namespace, "image: {digest: latest}", `image.digest "latest"`},
 		{"a pool config that is not an object", Namespace, "node: {agent: {config: 3}}", "node.agent.config: a float64"},
 		{"a pool config file that is not text", Namespace, "node: {agent: {configJSON: {a: 1}}}", "node.agent.configJSON: a map"},
+		{"GUID ranges that are not a list", Namespace, "infiniband: {guidPool: {ranges: '02:00:00:00:00:00:00:01-02:00:00:00:00:00:ff:ff'}}", "infiniband.guidPool.ranges: a string"},
+		{"a GUID range without its end", Namespace, "infiniband: {guidPool: {ranges: [{start: '02:00:00:00:00:00:00:01'}]}}", "infiniband.guidPool.ranges[0]"},
+		{"a hook that is not an absolute path", Namespace, "infiniband: {guidPool: {ranges: [{start: '02:00:00:00:00:00:00:01', end: '02:00:00:00:00:00:00:ff'}], hook: [sm-hook.sh]}}", "infiniband.guidPool.hook"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := Render(chartDir(t), tc.ns, values(t, tc.vals))
@@ -339,7 +431,7 @@ func TestChartRefuses(t *testing.T) {
 func TestChartLint(t *testing.T) {
 	for _, vals := range []string{
 		"",
-		"dra: {enabled: true}\nmonitoring: {enabled: true}\npolicyAudit: {enabled: true}",
+		"dra: {enabled: true}\nmonitoring: {enabled: true}\npolicyAudit: {enabled: true}\n" + guidPoolValues,
 		"controller: {enabled: false}\nwebhooks: {enabled: false}",
 		"node: {enabled: false}",
 	} {
@@ -362,6 +454,7 @@ func TestChartDryRun(t *testing.T) {
 		{"dra", "dra: {enabled: true}"},
 		{"monitoring", "monitoring: {enabled: true}"},
 		{"policy audit", "policyAudit: {enabled: true}"},
+		{"infiniband GUID pool", guidPoolValues},
 		{"values changed", "image: {repository: registry.example/r, tag: '1.0'}\nnode: {nodeSelector: {a: b}, tolerations: [{key: k, operator: Exists}]}\nwebhooks: {enabled: false}"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -73,3 +73,46 @@ release before 0.3 (policyAudit.enabled, deploy/components/policy-audit).
 [Deny]
 {{- end -}}
 {{- end -}}
+
+{{/*
+rdmanet.guidPool: "true" when the InfiniBand GUID pool is on
+(infiniband.guidPool.ranges set, deploy/components/infiniband); fails on
+ranges that are not a list of {start, end}.
+*/}}
+{{- define "rdmanet.guidPool" -}}
+{{- $p := .Values.infiniband.guidPool -}}
+{{- if $p.ranges -}}
+{{- if not (kindIs "slice" $p.ranges) -}}
+{{- fail (printf "infiniband.guidPool.ranges: a %s; want a list of {start, end} GUID ranges, e.g. [{start: \"02:00:00:00:00:00:00:01\", end: \"02:00:00:00:00:00:ff:ff\"}]" (kindOf $p.ranges)) -}}
+{{- end -}}
+{{- range $i, $r := $p.ranges -}}
+{{- if not (and (kindIs "map" $r) $r.start $r.end) -}}
+{{- fail (printf "infiniband.guidPool.ranges[%d]: %v; want {start: <GUID>, end: <GUID>}, 8 colon-separated bytes each" $i $r) -}}
+{{- end -}}
+{{- end -}}
+{{- with $p.hook -}}
+{{- if not (and (kindIs "slice" .) (hasPrefix "/" (toString (first .)))) -}}
+{{- fail (printf "infiniband.guidPool.hook: %v; want a list: the command's absolute path, then fixed arguments (the CNI plugin runs with the runtime's PATH)" .) -}}
+{{- end -}}
+{{- end -}}
+true
+{{- end -}}
+{{- end -}}
+
+{{/*
+rdmanet.guidPoolConfig: guid-pool.json of infiniband.guidPool (the nodes'
+format, docs/infiniband.md).
+*/}}
+{{- define "rdmanet.guidPoolConfig" -}}
+{{- $p := .Values.infiniband.guidPool -}}
+{{- $ranges := list -}}
+{{- range $p.ranges -}}
+{{- $ranges = append $ranges (dict "start" (toString .start) "end" (toString .end)) -}}
+{{- end -}}
+{{- $c := dict "name" $p.name "ranges" $ranges "blockSize" $p.blockSize "store" (dict "type" "kubernetes" "kubeconfig" "/etc/cni/net.d/rdmanet-ipam.d/rdmanet-ipam.kubeconfig") -}}
+{{- with $p.hook -}}
+{{- $_ := set $c "hook" . -}}
+{{- $_ := set $c "hookTimeout" (toString $p.hookTimeout) -}}
+{{- end -}}
+{{- toPrettyJson $c -}}
+{{- end -}}
