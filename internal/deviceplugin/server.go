@@ -2,21 +2,15 @@ package deviceplugin
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
-	"net"
-	"os"
 	"path/filepath"
 	"reflect"
 	"strings"
 	"sync"
-	"time"
 
-	"golang.org/x/net/netutil"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
 	pluginapi "k8s.io/kubelet/pkg/apis/deviceplugin/v1beta1"
 
@@ -39,43 +33,19 @@ type ServerOptions struct {
 	Guard Guard
 }
 
-// Limits of a pool's gRPC server. Its socket is root-only (0600), so only
-// kubelet (root) talks to it; the limits bound what a confused or broken
-// client can make the agent hold.
-const (
-	// MaxRecvMessage bounds a request: kubelet's largest is a
-	// GetPreferredAllocation listing every available device, about 45
-	// bytes per device, so about 450 KiB for the largest pool config
-	// allows (10000 shared slots). Half gRPC's default of 4 MiB.
-	MaxRecvMessage = 2 << 20
-	// MaxSendMessage bounds an answer (a ListAndWatch of the whole pool);
-	// kubelet's client receives at most 4 MiB by default.
-	MaxSendMessage = 4 << 20
-	// MaxStreams bounds the concurrent streams of one connection (kubelet
-	// holds one ListAndWatch and makes unary calls).
-	MaxStreams = 64
-	// DefaultMaxConns bounds the connections at once (kubelet keeps one;
-	// a restarted kubelet opens a new one while the old one closes).
-	DefaultMaxConns = 16
-	// HandshakeTimeout bounds a new connection's setup, so a client that
-	// connects and sends nothing holds a connection slot only that long.
-	HandshakeTimeout = 10 * time.Second
-)
-
 // Server serves one pool over the Device Plugin API on its own socket.
 type Server struct {
-	pluginapi.UnimplementedDevicePluginServer
+	Base
 
 	resource string
-	socket   string
 	opts     ServerOptions
 	log      *slog.Logger
+	ep       *Endpoint
 
 	mu      sync.Mutex
 	pool    *Pool
 	devs    []*pluginapi.Device // what ListAndWatch sends, as of the last Update
 	changed chan struct{}       // closed and replaced on every device change
-	grpc    *grpc.Server
 	stopped bool
 }
 
@@ -91,11 +61,12 @@ func NewServer(pool *Pool, o ServerOptions) *Server {
 	if log == nil {
 		log = slog.Default()
 	}
+	log = log.With("resource", pool.Resource)
 	return &Server{
 		resource: pool.Resource,
-		socket:   filepath.Join(o.PluginDir, SocketName(pool.Resource)),
 		opts:     o,
-		log:      log.With("resource", pool.Resource),
+		log:      log,
+		ep:       &Endpoint{Resource: pool.Resource, Socket: filepath.Join(o.PluginDir, SocketName(pool.Resource)), MaxConns: o.MaxConns, Log: log},
 		pool:     pool,
 		devs:     apiDevices(pool, o.Guard),
 		changed:  make(chan struct{}),
@@ -103,85 +74,33 @@ func NewServer(pool *Pool, o ServerOptions) *Server {
 }
 
 // Socket is the path the server listens on.
-func (s *Server) Socket() string { return s.socket }
+func (s *Server) Socket() string { return s.ep.Socket }
 
 // Resource served.
 func (s *Server) Resource() string { return s.resource }
 
 // Start listens on the socket (replacing a stale one) and serves in the background.
 func (s *Server) Start() error {
-	// kubelet's dir: created root-only when missing, else left as it is
-	if err := os.MkdirAll(s.opts.PluginDir, 0o700); err != nil {
-		return fmt.Errorf("device plugin dir %s: %w", s.opts.PluginDir, err)
-	}
-	if err := os.Remove(s.socket); err != nil && !errors.Is(err, os.ErrNotExist) {
-		return fmt.Errorf("remove stale socket %s: %w", s.socket, err)
-	}
-	lis, err := net.Listen("unix", s.socket)
-	if err != nil {
-		return fmt.Errorf("listen on %s: %w", s.socket, err)
-	}
-	if err := os.Chmod(s.socket, 0o600); err != nil {
-		lis.Close()
-		return fmt.Errorf("chmod %s: %w", s.socket, err)
-	}
-	maxConns := s.opts.MaxConns
-	if maxConns <= 0 {
-		maxConns = DefaultMaxConns
-	}
-	lis = netutil.LimitListener(lis, maxConns)
-	g := grpc.NewServer(grpc.MaxRecvMsgSize(MaxRecvMessage), grpc.MaxSendMsgSize(MaxSendMessage),
-		grpc.MaxConcurrentStreams(MaxStreams), grpc.ConnectionTimeout(HandshakeTimeout))
-	pluginapi.RegisterDevicePluginServer(g, s)
 	s.mu.Lock()
-	s.grpc, s.stopped = g, false
+	s.stopped = false
 	s.mu.Unlock()
-	go func() {
-		if err := g.Serve(lis); err != nil && !errors.Is(err, grpc.ErrServerStopped) {
-			s.log.Error("device plugin server stopped", "socket", s.socket, "err", err)
-		}
-	}()
-	return nil
+	return s.ep.Start(s)
 }
 
 // Stop ends serving and removes the socket. ListAndWatch streams end, which
 // tells kubelet the resource is gone.
 func (s *Server) Stop() {
 	s.mu.Lock()
-	g := s.grpc
-	s.grpc, s.stopped = nil, true
+	s.stopped = true
 	close(s.changed)
 	s.changed = make(chan struct{})
 	s.mu.Unlock()
-	if g != nil {
-		g.Stop()
-	}
-	_ = os.Remove(s.socket)
+	s.ep.Stop()
 }
 
 // Register tells kubelet about the pool (kubelet then dials our socket).
 func (s *Server) Register(ctx context.Context, kubeletSocket string) error {
-	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-	defer cancel()
-	conn, err := grpc.NewClient("unix://"+kubeletSocket, grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		return fmt.Errorf("register %s with kubelet at %s: %w", s.resource, kubeletSocket, err)
-	}
-	defer conn.Close()
-	_, err = pluginapi.NewRegistrationClient(conn).Register(ctx, &pluginapi.RegisterRequest{
-		Version:      pluginapi.Version,
-		Endpoint:     filepath.Base(s.socket),
-		ResourceName: s.resource,
-		Options:      s.options(),
-	})
-	if err != nil {
-		return fmt.Errorf("register %s with kubelet at %s: %w", s.resource, kubeletSocket, err)
-	}
-	return nil
-}
-
-func (s *Server) options() *pluginapi.DevicePluginOptions {
-	return &pluginapi.DevicePluginOptions{PreStartRequired: false, GetPreferredAllocationAvailable: true}
+	return s.ep.Register(ctx, kubeletSocket)
 }
 
 // Update replaces the pool's devices; ListAndWatch streams see the new list
@@ -258,11 +177,6 @@ func apiDevices(p *Pool, guard Guard) []*pluginapi.Device {
 		out = append(out, ad)
 	}
 	return out
-}
-
-// GetDevicePluginOptions implements the Device Plugin API.
-func (s *Server) GetDevicePluginOptions(context.Context, *pluginapi.Empty) (*pluginapi.DevicePluginOptions, error) {
-	return s.options(), nil
 }
 
 // ListAndWatch sends the device list now and after every change.
@@ -356,11 +270,6 @@ func (s *Server) Allocate(_ context.Context, req *pluginapi.AllocateRequest) (*p
 		resp.ContainerResponses = append(resp.ContainerResponses, car)
 	}
 	return resp, nil
-}
-
-// PreStartContainer is not required (PreStartRequired is false).
-func (s *Server) PreStartContainer(context.Context, *pluginapi.PreStartContainerRequest) (*pluginapi.PreStartContainerResponse, error) {
-	return &pluginapi.PreStartContainerResponse{}, nil
 }
 
 // allocatedPCIs are the PCI functions an Allocate of pool handed out: the

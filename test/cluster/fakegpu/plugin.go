@@ -2,10 +2,8 @@ package fakegpu
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
-	"net"
 	"os"
 	"path/filepath"
 	"sort"
@@ -18,9 +16,10 @@ import (
 	"github.com/fsnotify/fsnotify"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
 	pluginapi "k8s.io/kubelet/pkg/apis/deviceplugin/v1beta1"
+
+	"github.com/rdmanet/rdmanet/internal/deviceplugin"
 )
 
 // Defaults of Options.
@@ -56,19 +55,20 @@ type device struct {
 	rep int
 }
 
-// Plugin serves the GPUs of a sysfs tree to kubelet.
+// Plugin serves the GPUs of a sysfs tree to kubelet, through rdmanet's
+// device plugin endpoint (deviceplugin.Endpoint: the socket, its limits,
+// the registration) as the agent's pools are served.
 type Plugin struct {
-	pluginapi.UnimplementedDevicePluginServer
+	deviceplugin.Base
 
-	o      Options
-	log    *slog.Logger
-	gpus   []GPU
-	devs   []device
-	byID   map[string]device
-	socket string
+	o    Options
+	log  *slog.Logger
+	gpus []GPU
+	devs []device
+	byID map[string]device
+	ep   *deviceplugin.Endpoint
 
-	mu   sync.Mutex
-	grpc *grpc.Server
+	mu sync.Mutex
 	// kubelet identifies the kubelet.sock we last registered through
 	// (inode and modification time: a recreated file may get the same
 	// inode); zero when not registered since the server (re)started.
@@ -105,8 +105,9 @@ func New(o Options) (*Plugin, error) {
 	if len(gpus) == 0 {
 		return nil, fmt.Errorf("no NVIDIA GPU (vendor 0x%s, class 0x03xxxx) under %s/bus/pci/devices; write a fixture with GPUs (mkfixture --gpus N) or point --sysfs-root at one", VendorNVIDIA, o.SysfsRoot)
 	}
-	p := &Plugin{o: o, log: o.Logger.With("resource", o.Resource), gpus: gpus, byID: map[string]device{},
-		socket: filepath.Join(o.PluginDir, SocketName(o.Resource))}
+	log := o.Logger.With("resource", o.Resource)
+	p := &Plugin{o: o, log: log, gpus: gpus, byID: map[string]device{},
+		ep: &deviceplugin.Endpoint{Resource: o.Resource, Socket: filepath.Join(o.PluginDir, SocketName(o.Resource)), Log: log}}
 	for _, g := range gpus {
 		for r := 0; r < o.Replicas; r++ {
 			d := device{id: g.PCI, gpu: g, rep: r}
@@ -126,7 +127,7 @@ func SocketName(resource string) string {
 }
 
 // Socket is the path the plugin listens on.
-func (p *Plugin) Socket() string { return p.socket }
+func (p *Plugin) Socket() string { return p.ep.Socket }
 
 // GPUs found in sysfs.
 func (p *Plugin) GPUs() []GPU { return p.gpus }
@@ -154,7 +155,7 @@ func (p *Plugin) Run(ctx context.Context) error {
 		return err
 	}
 	defer p.stop()
-	p.log.Info("serving GPUs", "gpus", len(p.gpus), "devices", len(p.devs), "socket", p.socket)
+	p.log.Info("serving GPUs", "gpus", len(p.gpus), "devices", len(p.devs), "socket", p.ep.Socket)
 	var events <-chan fsnotify.Event
 	if w, err := fsnotify.NewWatcher(); err != nil {
 		p.log.Warn("cannot watch the plugin dir; kubelet restarts are seen on the periodic check only", "err", err)
@@ -190,8 +191,8 @@ const retryDelay = 200 * time.Millisecond
 // sync serves again when the socket is gone and registers when kubelet.sock
 // is new to us. It reports false when a step failed (it is retried).
 func (p *Plugin) sync(ctx context.Context) bool {
-	if _, err := os.Stat(p.socket); err != nil {
-		p.log.Warn("plugin socket disappeared (kubelet restarted?); serving again", "socket", p.socket)
+	if _, err := os.Stat(p.ep.Socket); err != nil {
+		p.log.Warn("plugin socket disappeared (kubelet restarted?); serving again", "socket", p.ep.Socket)
 		p.stop()
 		if err := p.serve(); err != nil {
 			p.log.Error("cannot serve", "err", err)
@@ -239,69 +240,20 @@ func identify(path string) fileID {
 }
 
 func (p *Plugin) serve() error {
-	if err := os.MkdirAll(p.o.PluginDir, 0o755); err != nil {
-		return fmt.Errorf("device plugin dir %s: %w", p.o.PluginDir, err)
+	if err := p.ep.Start(p); err != nil {
+		return err
 	}
-	if err := os.Remove(p.socket); err != nil && !errors.Is(err, os.ErrNotExist) {
-		return fmt.Errorf("remove stale socket %s: %w", p.socket, err)
-	}
-	lis, err := net.Listen("unix", p.socket)
-	if err != nil {
-		return fmt.Errorf("listen on %s: %w", p.socket, err)
-	}
-	g := grpc.NewServer()
-	pluginapi.RegisterDevicePluginServer(g, p)
 	p.mu.Lock()
-	p.grpc, p.kubelet = g, fileID{}
+	p.kubelet = fileID{}
 	p.mu.Unlock()
-	go func() {
-		if err := g.Serve(lis); err != nil && !errors.Is(err, grpc.ErrServerStopped) {
-			p.log.Error("device plugin server stopped", "socket", p.socket, "err", err)
-		}
-	}()
 	return nil
 }
 
 // stop ends serving (ListAndWatch streams end: kubelet marks the devices
 // unhealthy) and removes the socket.
-func (p *Plugin) stop() {
-	p.mu.Lock()
-	g := p.grpc
-	p.grpc = nil
-	p.mu.Unlock()
-	if g != nil {
-		g.Stop()
-	}
-	_ = os.Remove(p.socket)
-}
+func (p *Plugin) stop() { p.ep.Stop() }
 
-func (p *Plugin) register(ctx context.Context) error {
-	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-	defer cancel()
-	conn, err := grpc.NewClient("unix://"+p.o.KubeletSocket, grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		return fmt.Errorf("register %s with kubelet at %s: %w", p.o.Resource, p.o.KubeletSocket, err)
-	}
-	defer conn.Close()
-	if _, err := pluginapi.NewRegistrationClient(conn).Register(ctx, &pluginapi.RegisterRequest{
-		Version:      pluginapi.Version,
-		Endpoint:     filepath.Base(p.socket),
-		ResourceName: p.o.Resource,
-		Options:      p.options(),
-	}); err != nil {
-		return fmt.Errorf("register %s with kubelet at %s: %w", p.o.Resource, p.o.KubeletSocket, err)
-	}
-	return nil
-}
-
-func (p *Plugin) options() *pluginapi.DevicePluginOptions {
-	return &pluginapi.DevicePluginOptions{GetPreferredAllocationAvailable: true}
-}
-
-// GetDevicePluginOptions implements the Device Plugin API.
-func (p *Plugin) GetDevicePluginOptions(context.Context, *pluginapi.Empty) (*pluginapi.DevicePluginOptions, error) {
-	return p.options(), nil
-}
+func (p *Plugin) register(ctx context.Context) error { return p.ep.Register(ctx, p.o.KubeletSocket) }
 
 // ListAndWatch sends the devices once; they never change (there is no
 // driver to report trouble), so the stream then waits for its end.
@@ -397,9 +349,4 @@ func (p *Plugin) better(a, b device, perGPU map[string]int, numas map[int]bool) 
 		return numas[a.gpu.NUMA]
 	}
 	return perGPU[a.gpu.PCI] < perGPU[b.gpu.PCI]
-}
-
-// PreStartContainer is not required (PreStartRequired is false).
-func (p *Plugin) PreStartContainer(context.Context, *pluginapi.PreStartContainerRequest) (*pluginapi.PreStartContainerResponse, error) {
-	return &pluginapi.PreStartContainerResponse{}, nil
 }
