@@ -9,22 +9,18 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
-	"strings"
 	"sync"
 	"time"
 
 	nadv1 "github.com/k8snetworkplumbingwg/network-attachment-definition-client/pkg/apis/k8s.cni.cncf.io/v1"
 	nadclient "github.com/k8snetworkplumbingwg/network-attachment-definition-client/pkg/client/clientset/versioned"
 	corev1 "k8s.io/api/core/v1"
-	resourcev1 "k8s.io/api/resource/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
 	"github.com/rdmanet/rdmanet/internal/agent"
-	"github.com/rdmanet/rdmanet/internal/cni/meta"
 	"github.com/rdmanet/rdmanet/internal/dra"
-	"github.com/rdmanet/rdmanet/internal/sysfsfixture"
 	"github.com/rdmanet/rdmanet/test/apiserver"
 )
 
@@ -94,42 +90,6 @@ type Result struct {
 	Controller    *ControllerResult
 	StartupWrites int64 // node writes from start to the end of Settle
 	StartupS      float64
-}
-
-// Window is the steady state.
-type Window struct {
-	Duration time.Duration
-	// Client side, summed over the nodes' processes.
-	Node Counts
-	// Server side, less the benchmark's own requests.
-	Server ServerMetrics
-	// Open watches at the end: the nodes' (client side) and the server's
-	// apiserver_longrunning_requests{verb="WATCH"}.
-	NodeWatches   int64
-	ServerWatches float64
-	// WritesByNode: nodes that wrote in the window (name -> writes).
-	WritesByNode map[string]int64
-}
-
-// Flap is one device health flap on one node.
-type Flap struct {
-	Node, Device  string
-	Changes       int   // device health changes (down, up)
-	SliceWrites   int64 // the node's ResourceSlice writes
-	Writes        int64 // every node's writes in the window
-	ServerWrites  float64
-	WritesByVerbs map[string]int64
-}
-
-// Job is the job start.
-type Job struct {
-	Pods, DPPods, DRAPods int
-	Failed                int
-	Wall                  time.Duration
-	// By tag (TagDPPod, TagDRAPod): the daemon's requests of those pods'
-	// starts; Agent: the agents' requests in the window (in-use taints).
-	DP, DRA, Agent Counts
-	Server         ServerMetrics
 }
 
 // Run runs one fleet size on a fresh API server.
@@ -274,29 +234,9 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	res.StartupWrites = sumNodes().Writes()
 
 	// Steady state.
-	pr("steady window of %s", o.Steady)
-	s0, err := ReadServerMetrics(ctx, adminCfg)
-	if err != nil {
+	if res.Steady, err = steady(ctx, o, nodes, adminCfg, adminCounter, sumNodes, perNode, pr); err != nil {
 		return nil, err
 	}
-	a0, c0, p0 := adminCounter.Snapshot(), sumNodes(), perNode()
-	if err := sleep(ctx, o.Steady); err != nil {
-		return nil, err
-	}
-	s1, err := ReadServerMetrics(ctx, adminCfg)
-	if err != nil {
-		return nil, err
-	}
-	a1, c1, p1 := adminCounter.Snapshot(), sumNodes(), perNode()
-	res.Steady = Window{Duration: o.Steady, Node: c1.Sub(c0), Server: withoutAdmin(s1.Sub(s0), a1.Sub(a0)), ServerWatches: s1.OpenWatches(), WritesByNode: map[string]int64{}}
-	for _, n := range nodes {
-		res.Steady.NodeWatches += n.Agent.WatchesOpen() + n.Daemon.WatchesOpen()
-		if w := p1[n.Name].Sub(p0[n.Name]).Writes(); w > 0 {
-			res.Steady.WritesByNode[n.Name] = w
-		}
-	}
-	pr("steady: node requests %d, writes %d, bytes in %d; server writes %.0f; watches node %d server %.0f",
-		res.Steady.Node.Sum(func(Key) bool { return true }), res.Steady.Node.Writes(), res.Steady.Node.BytesIn, res.Steady.Server.Writes(nil), res.Steady.NodeWatches, res.Steady.ServerWatches)
 
 	// One device health flap on a node that runs the real agent loop.
 	if res.Flap, err = flap(ctx, nodes[0], adminCfg, adminCounter, admin, sumNodes); err != nil {
@@ -404,253 +344,4 @@ func waitPublished(ctx context.Context, admin kubernetes.Interface, nodes, slice
 			return err
 		}
 	}
-}
-
-// flap takes one VF's RDMA port down and up again on a node that runs the
-// real agent loop, waiting each time until its slice says so.
-func flap(ctx context.Context, n *Node, adminCfg *rest.Config, adminCounter *Counter, admin kubernetes.Interface, sumNodes func() Counts) (Flap, error) {
-	if !n.FullAgent() {
-		return Flap{}, fmt.Errorf("flap: node %s does not run the agent loop", n.Name)
-	}
-	hw := n.o.Hardware
-	bdf := sysfsfixture.VFBDF(hw.PFs[0].BDF, 0)
-	ibdev := hw.RDMAByBD[bdf]
-	dev := n.DeviceName(bdf)
-	f := Flap{Node: n.Name, Device: dev}
-	s0, err := ReadServerMetrics(ctx, adminCfg)
-	if err != nil {
-		return f, err
-	}
-	a0, c0, nodeC0 := adminCounter.Snapshot(), sumNodes(), n.Agent.Snapshot()
-	for _, st := range []struct {
-		state   string
-		tainted bool
-	}{{"1: DOWN", true}, {"4: ACTIVE", false}} {
-		if err := hw.SetPortState(ibdev, st.state); err != nil {
-			return f, err
-		}
-		if err := waitTaint(ctx, admin, n.Name, dev, dra.TaintUnhealthy, st.tainted); err != nil {
-			return f, err
-		}
-		f.Changes++
-	}
-	// What else the change may cause shows within the slice controller's
-	// sync delay and a few agent rounds.
-	if err := sleep(ctx, 5*time.Second); err != nil {
-		return f, err
-	}
-	s1, err := ReadServerMetrics(ctx, adminCfg)
-	if err != nil {
-		return f, err
-	}
-	a1, c1 := adminCounter.Snapshot(), sumNodes()
-	nodeC := n.Agent.Snapshot().Sub(nodeC0)
-	f.SliceWrites = nodeC.Sum(func(k Key) bool { return IsWrite(k.Verb) && k.Resource == "resourceslices" })
-	all := c1.Sub(c0)
-	f.Writes = all.Writes()
-	f.WritesByVerbs = map[string]int64{}
-	for k, v := range all.Requests {
-		if IsWrite(k.Verb) {
-			f.WritesByVerbs[k.Verb+" "+k.Resource] += v
-		}
-	}
-	f.ServerWrites = withoutAdmin(s1.Sub(s0), a1.Sub(a0)).Writes(nil)
-	return f, nil
-}
-
-// waitTaint waits until device of node's slices has (or has not) taint key.
-func waitTaint(ctx context.Context, admin kubernetes.Interface, node, device, key string, want bool) error {
-	deadline := time.Now().Add(60 * time.Second)
-	for {
-		sl, err := admin.ResourceV1().ResourceSlices().List(ctx, metav1.ListOptions{FieldSelector: "spec.nodeName=" + node + ",spec.driver=" + dra.DriverName})
-		if err != nil {
-			return err
-		}
-		if hasTaint(sl.Items, device, key) == want {
-			return nil
-		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("node %s device %s: taint %s present=%v not reached in 60 s", node, device, key, want)
-		}
-		if err := sleep(ctx, 100*time.Millisecond); err != nil {
-			return err
-		}
-	}
-}
-
-func hasTaint(slices []resourcev1.ResourceSlice, device, key string) bool {
-	for _, s := range slices {
-		for _, d := range s.Spec.Devices {
-			if d.Name != device {
-				continue
-			}
-			for _, t := range d.Taints {
-				if t.Key == key {
-					return true
-				}
-			}
-		}
-	}
-	return false
-}
-
-// jobStart creates the job's pods bound round-robin across the nodes (DRA
-// pods with their claims, allocated as kube-scheduler would), then has each
-// node start its pods, all at once.
-func jobStart(ctx context.Context, o Options, nodes []*Node, vfs []string, admin kubernetes.Interface, adminCfg *rest.Config, adminCounter *Counter,
-	ns, nadName string, pr func(string, ...any)) (Job, error) {
-	j := Job{Pods: o.Pods}
-	starts := make([]PodStart, o.Pods)
-	owner := make([]*Node, o.Pods)
-	pr("job: creating %d pods (every %d-th a DRA pod) bound across %d nodes", o.Pods, o.DRAEvery, len(nodes))
-	err := parallel(ctx, o.Pods, 32, func(i int) error {
-		n := nodes[i%len(nodes)]
-		k := i / len(nodes) // the pod's index on its node
-		if k >= len(vfs) {
-			return fmt.Errorf("job: %d pods on %d nodes exceed %d VFs per node", o.Pods, len(nodes), len(vfs))
-		}
-		name := fmt.Sprintf("train-%05d", i)
-		pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns, Labels: map[string]string{"job": "train"},
-			Annotations: map[string]string{"k8s.v1.cni.cncf.io/networks": nadName}},
-			Spec: corev1.PodSpec{NodeName: n.Name, Containers: []corev1.Container{{Name: "train", Image: "nccl-tests"}}}}
-		ps := PodStart{Namespace: ns, Name: name, NAD: nadName, DeviceID: vfs[k]}
-		if o.DRAEvery > 0 && i%o.DRAEvery == o.DRAEvery-1 {
-			dev := n.DeviceName(vfs[k])
-			if dev == "" {
-				return fmt.Errorf("job: node %s published no device for VF %s", n.Name, vfs[k])
-			}
-			claim := name + "-nic"
-			pod.Spec.ResourceClaims = []corev1.PodResourceClaim{{Name: "nic", ResourceClaimName: &claim}}
-			ps.Claim = &meta.ClaimDevice{Namespace: ns, Claim: claim, Driver: dra.DriverName, Pool: n.Name, Device: dev}
-		}
-		p, err := admin.CoreV1().Pods(ns).Create(ctx, pod, metav1.CreateOptions{})
-		if err != nil {
-			return err
-		}
-		if ps.Claim != nil {
-			if err := allocateClaim(ctx, admin, p, ps.Claim); err != nil {
-				return err
-			}
-		}
-		starts[i], owner[i] = ps, n
-		return nil
-	})
-	if err != nil {
-		return j, err
-	}
-	// kubelet sees its pods through its own watch; give the daemons' pod
-	// watches the same moment before the sandboxes start.
-	if err := sleep(ctx, 3*time.Second); err != nil {
-		return j, err
-	}
-	s0, err := ReadServerMetrics(ctx, adminCfg)
-	if err != nil {
-		return j, err
-	}
-	snapAll := func() (dp, draC, ag Counts) {
-		dp, draC, ag = Counts{Requests: map[Key]int64{}}, Counts{Requests: map[Key]int64{}}, Counts{Requests: map[Key]int64{}}
-		for _, n := range nodes {
-			d := n.Daemon.Snapshot()
-			for k, v := range d.Requests {
-				switch k.Tag {
-				case TagDPPod:
-					dp.Requests[k] += v
-				case TagDRAPod:
-					draC.Requests[k] += v
-				}
-			}
-			ag.Add(n.Agent.Snapshot())
-		}
-		return
-	}
-	a0 := adminCounter.Snapshot()
-	dp0, dra0, ag0 := snapAll()
-	pr("job: %d pods start on their nodes", o.Pods)
-	start := time.Now()
-	var mu sync.Mutex
-	var firstErr error
-	_ = parallel(ctx, o.Pods, 256, func(i int) error {
-		if err := owner[i].StartPod(ctx, starts[i]); err != nil {
-			mu.Lock()
-			j.Failed++
-			if firstErr == nil {
-				firstErr = err
-			}
-			mu.Unlock()
-		}
-		if starts[i].Claim != nil {
-			mu.Lock()
-			j.DRAPods++
-			mu.Unlock()
-		}
-		return nil
-	})
-	j.Wall = time.Since(start)
-	j.DPPods = o.Pods - j.DRAPods
-	if firstErr != nil {
-		pr("job: %d pod starts failed; first: %v", j.Failed, firstErr)
-	}
-	// The agents' in-use poll (2 s) and slice syncs follow.
-	if err := sleep(ctx, 10*time.Second); err != nil {
-		return j, err
-	}
-	s1, err := ReadServerMetrics(ctx, adminCfg)
-	if err != nil {
-		return j, err
-	}
-	a1 := adminCounter.Snapshot()
-	dp1, dra1, ag1 := snapAll()
-	j.DP, j.DRA, j.Agent = dp1.Sub(dp0), dra1.Sub(dra0), ag1.Sub(ag0)
-	j.Server = withoutAdmin(s1.Sub(s0), a1.Sub(a0))
-	pr("job: started in %s, %d failed; dp pods %d: daemon writes %d, agent writes %d; DRA pods %d: daemon writes %d",
-		j.Wall.Round(time.Millisecond), j.Failed, j.DPPods, j.DP.Writes(), j.Agent.Writes(), j.DRAPods, j.DRA.Writes())
-	return j, nil
-}
-
-// allocateClaim creates the pod's claim allocated to its device and reserved
-// for the pod, as kube-scheduler would.
-func allocateClaim(ctx context.Context, admin kubernetes.Interface, pod *corev1.Pod, cd *meta.ClaimDevice) error {
-	c := &resourcev1.ResourceClaim{ObjectMeta: metav1.ObjectMeta{Name: cd.Claim, Namespace: cd.Namespace},
-		Spec: resourcev1.ResourceClaimSpec{Devices: resourcev1.DeviceClaim{Requests: []resourcev1.DeviceRequest{
-			{Name: "nic", Exactly: &resourcev1.ExactDeviceRequest{DeviceClassName: "rdma-exclusive.rdmanet.io"}}}}}}
-	c, err := admin.ResourceV1().ResourceClaims(cd.Namespace).Create(ctx, c, metav1.CreateOptions{})
-	if err != nil {
-		return err
-	}
-	c.Status.Allocation = &resourcev1.AllocationResult{
-		Devices: resourcev1.DeviceAllocationResult{Results: []resourcev1.DeviceRequestAllocationResult{
-			{Request: "nic", Driver: cd.Driver, Pool: cd.Pool, Device: cd.Device}}},
-		NodeSelector: &corev1.NodeSelector{NodeSelectorTerms: []corev1.NodeSelectorTerm{{
-			MatchFields: []corev1.NodeSelectorRequirement{{Key: "metadata.name", Operator: corev1.NodeSelectorOpIn, Values: []string{pod.Spec.NodeName}}}}}},
-	}
-	c.Status.ReservedFor = []resourcev1.ResourceClaimConsumerReference{{Resource: "pods", Name: pod.Name, UID: pod.UID}}
-	_, err = admin.ResourceV1().ResourceClaims(cd.Namespace).UpdateStatus(ctx, c, metav1.UpdateOptions{})
-	return err
-}
-
-// Verbs lists counts by "VERB resource", largest first, as "k=v" pairs.
-func Verbs(c Counts, per float64) string {
-	m := map[string]int64{}
-	for k, v := range c.Requests {
-		m[k.Verb+" "+k.Resource] += v
-	}
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Slice(keys, func(a, b int) bool {
-		if m[keys[a]] != m[keys[b]] {
-			return m[keys[a]] > m[keys[b]]
-		}
-		return keys[a] < keys[b]
-	})
-	var parts []string
-	for _, k := range keys {
-		if per > 0 {
-			parts = append(parts, fmt.Sprintf("%s=%.3g", strings.ReplaceAll(k, " ", ":"), float64(m[k])/per))
-		} else {
-			parts = append(parts, fmt.Sprintf("%s=%d", strings.ReplaceAll(k, " ", ":"), m[k]))
-		}
-	}
-	return strings.Join(parts, ",")
 }

@@ -151,3 +151,30 @@ func serverRes(m map[string]float64) string {
 	}
 	return strings.Join(parts, ",")
 }
+
+// Verbs lists counts by "VERB resource", largest first, as "k=v" pairs.
+func Verbs(c Counts, per float64) string {
+	m := map[string]int64{}
+	for k, v := range c.Requests {
+		m[k.Verb+" "+k.Resource] += v
+	}
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Slice(keys, func(a, b int) bool {
+		if m[keys[a]] != m[keys[b]] {
+			return m[keys[a]] > m[keys[b]]
+		}
+		return keys[a] < keys[b]
+	})
+	var parts []string
+	for _, k := range keys {
+		if per > 0 {
+			parts = append(parts, fmt.Sprintf("%s=%.3g", strings.ReplaceAll(k, " ", ":"), float64(m[k])/per))
+		} else {
+			parts = append(parts, fmt.Sprintf("%s=%d", strings.ReplaceAll(k, " ", ":"), m[k]))
+		}
+	}
+	return strings.Join(parts, ",")
+}
