@@ -12,12 +12,10 @@ import (
 
 	"github.com/containernetworking/cni/pkg/invoke"
 	"github.com/containernetworking/cni/pkg/types"
-	k8stypes "k8s.io/apimachinery/pkg/types"
 
 	"github.com/rdmanet/rdmanet/internal/cni/meta"
 	"github.com/rdmanet/rdmanet/internal/daemon/sockserve"
 	"github.com/rdmanet/rdmanet/internal/daemonclient"
-	"github.com/rdmanet/rdmanet/internal/telemetry"
 )
 
 // MetaServer serves CNI calls from the shim with warm state: informer caches of
@@ -218,9 +216,22 @@ func (d *MetaServer) Call(ctx context.Context, req daemonclient.Request) (json.R
 			d.Log.Warn(w, "container", req.ContainerID)
 		}
 	}
-	p := &meta.Plugin{Conf: conf, Source: d.Source, Devices: d.Devices, Exec: d.Exec, CNI: meta.NewCNI(conf, req.Path, d.Exec), Log: d.Log.With(telemetry.CNICallAttrs(req.ContainerID, req.Args)...),
+	// The call's values are checked and its CNI_ARGS parsed here, once:
+	// the plugin, the log and the Events recorder take the pod from the Call.
+	var call meta.Call
+	switch req.Command {
+	case "ADD", "DEL", "CHECK":
+		var err error
+		call, err = meta.ParseCall(req.Command, meta.Args{ContainerID: req.ContainerID, Netns: req.Netns, IfName: req.IfName, Args: req.Args, Path: req.Path})
+		if err != nil {
+			if req.Command == "ADD" {
+				d.attachFailed(call, err)
+			}
+			return nil, err
+		}
+	}
+	p := &meta.Plugin{Conf: conf, Source: d.Source, Devices: d.Devices, Exec: d.Exec, CNI: meta.NewCNI(conf, req.Path, d.Exec), Log: d.Log.With(callAttrs(req.ContainerID, call)...),
 		AsyncStatus: d.AsyncStatus, Observer: d.Observer, RetryBackoff: d.RetryBackoff, RetryMaxBackoff: d.RetryMaxBackoff}
-	a := meta.Args{ContainerID: req.ContainerID, Netns: req.Netns, IfName: req.IfName, Args: req.Args, Path: req.Path}
 	if _, ok := ctx.Deadline(); !ok && req.Command != "DEL" && req.Command != "GC" {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, conf.AddTimeoutDur)
@@ -228,33 +239,39 @@ func (d *MetaServer) Call(ctx context.Context, req daemonclient.Request) (json.R
 	}
 	switch req.Command {
 	case "ADD":
-		res, err := p.Add(ctx, a)
+		res, err := p.Add(ctx, call)
 		if err != nil {
-			d.attachFailed(a, err)
+			d.attachFailed(call, err)
 			return nil, err
 		}
 		return json.Marshal(res)
 	case "DEL":
-		return nil, p.Del(ctx, a)
+		return nil, p.Del(ctx, call)
 	case "GC":
 		return nil, p.GC(ctx)
 	case "CHECK":
-		return nil, p.Check(ctx, a)
+		return nil, p.Check(ctx, call)
 	case "STATUS":
 		return nil, p.Status(ctx)
 	}
 	return nil, types.NewError(types.ErrInvalidEnvironmentVariables, fmt.Sprintf("rdmanet daemon: unknown command %q", req.Command), "")
 }
 
-// attachFailed hands a failed ADD to the Events recorder, naming the pod
-// from CNI_ARGS (a call whose CNI_ARGS do not parse has no pod to name).
-func (d *MetaServer) attachFailed(a meta.Args, err error) {
-	if d.Events == nil {
+// callAttrs are the log attributes of a call: its container and the pod of
+// its Call (none for GC and STATUS).
+func callAttrs(containerID string, c meta.Call) []any {
+	attrs := []any{"container", containerID}
+	if c.HasPod {
+		attrs = append(attrs, "pod_namespace", c.Pod.Namespace, "pod_name", c.Pod.Name)
+	}
+	return attrs
+}
+
+// attachFailed hands a failed ADD to the Events recorder with the pod of
+// its Call (a call whose CNI_ARGS do not parse has no pod to name).
+func (d *MetaServer) attachFailed(c meta.Call, err error) {
+	if d.Events == nil || !c.HasPod {
 		return
 	}
-	pa, perr := meta.ParsePodArgs(a.Args)
-	if perr != nil {
-		return
-	}
-	d.Events.AttachFailed(meta.PodRef{Namespace: pa.Namespace, Name: pa.Name, UID: k8stypes.UID(pa.UID)}, a.ContainerID, err)
+	d.Events.AttachFailed(c.Pod, c.ContainerID, err)
 }

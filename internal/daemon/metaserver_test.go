@@ -275,11 +275,11 @@ func TestDaemonRequestDeadline(t *testing.T) {
 // recordedEvents is an EventRecorder that keeps what it is given.
 type recordedEvents struct {
 	mu   sync.Mutex
-	pods []meta.PodRef
+	pods []meta.PodIdentity
 	msgs []string
 }
 
-func (r *recordedEvents) AttachFailed(pod meta.PodRef, containerID string, err error) {
+func (r *recordedEvents) AttachFailed(pod meta.PodIdentity, containerID string, err error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.pods = append(r.pods, pod)
@@ -308,7 +308,7 @@ func TestDaemonRecordsFailedAttach(t *testing.T) {
 	if len(ev.pods) != 1 {
 		t.Fatalf("recorded %d events (%v), want 1 for the failed ADD", len(ev.pods), ev.msgs)
 	}
-	if want := (meta.PodRef{Namespace: "ai", Name: "p0", UID: "uid-0"}); ev.pods[0] != want {
+	if want := (meta.PodIdentity{Namespace: "ai", Name: "p0", UID: "uid-0"}); ev.pods[0] != want {
 		t.Errorf("event on %+v, want %+v", ev.pods[0], want)
 	}
 	for _, w := range []string{"c0ffee012345", "absent-net", err.Error()} {

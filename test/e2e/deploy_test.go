@@ -940,7 +940,7 @@ func TestDeployRBAC(t *testing.T) {
 		}
 		// A failed ADD's Event on the pod, recorded with the daemon's token.
 		ev := meta.NewKubeEvents(live.Core, nodeName)
-		ev.AttachFailed(meta.PodRef{Namespace: ns, Name: mine.Name, UID: mine.UID}, "c0ffee", errors.New("deploy test: attach failed"))
+		ev.AttachFailed(meta.PodIdentity{Namespace: ns, Name: mine.Name, UID: mine.UID}, "c0ffee", errors.New("deploy test: attach failed"))
 		for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(50 * time.Millisecond) {
 			l, err := admin.CoreV1().Events(ns).List(ctx, metav1.ListOptions{FieldSelector: "involvedObject.name=" + mine.Name})
 			if err != nil {

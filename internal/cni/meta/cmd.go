@@ -138,14 +138,24 @@ func AsCNIError(err error) error {
 	return types.NewError(code, err.Error(), "")
 }
 
-// Main is the CNI entry point of the rdmanet binary.
+// Main is the CNI entry point of the rdmanet-direct binary.
 func Main() {
-	skel.PluginMainFuncs(skel.CNIFuncs{
+	skel.PluginMainFuncs(Funcs(), Versions, fmt.Sprintf("rdmanet meta CNI (Multus-compatible), CNI %v", Versions.SupportedVersions()))
+}
+
+// Funcs are the per-call plugin's verbs: each call's CNI_ARGS are parsed
+// once, by ParseCall, where the call enters.
+func Funcs() skel.CNIFuncs {
+	return skel.CNIFuncs{
 		Add: func(a *skel.CmdArgs) error {
 			return withPlugin(a, func(p *Plugin) error {
+				c, err := ParseCall("ADD", argsOf(a))
+				if err != nil {
+					return err
+				}
 				ctx, cancel := context.WithTimeout(context.Background(), p.Conf.AddTimeoutDur)
 				defer cancel()
-				res, err := p.Add(ctx, argsOf(a))
+				res, err := p.Add(ctx, c)
 				if err != nil {
 					return err
 				}
@@ -153,16 +163,28 @@ func Main() {
 			})
 		},
 		Del: func(a *skel.CmdArgs) error {
-			return withDelPlugin(a, func(p *Plugin) error { return p.Del(context.Background(), argsOf(a)) })
+			return withDelPlugin(a, func(p *Plugin) error {
+				c, err := ParseCall("DEL", argsOf(a))
+				if err != nil {
+					return err
+				}
+				return p.Del(context.Background(), c)
+			})
 		},
 		GC: func(a *skel.CmdArgs) error {
 			return withDelPlugin(a, func(p *Plugin) error { return p.GC(context.Background()) })
 		},
 		Check: func(a *skel.CmdArgs) error {
-			return withPlugin(a, func(p *Plugin) error { return p.Check(context.Background(), argsOf(a)) })
+			return withPlugin(a, func(p *Plugin) error {
+				c, err := ParseCall("CHECK", argsOf(a))
+				if err != nil {
+					return err
+				}
+				return p.Check(context.Background(), c)
+			})
 		},
 		Status: func(a *skel.CmdArgs) error {
 			return withPlugin(a, func(p *Plugin) error { return p.Status(context.Background()) })
 		},
-	}, Versions, fmt.Sprintf("rdmanet meta CNI (Multus-compatible), CNI %v", Versions.SupportedVersions()))
+	}
 }

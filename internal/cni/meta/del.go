@@ -111,10 +111,11 @@ func (p *Plugin) removeRecord(containerID string) {
 // Del removes every delegate of the container: from our cache when present,
 // else from libcni's attachment cache. It is bounded by delTimeout; what it
 // could not remove stays recorded for a retry (see the comment above).
-func (p *Plugin) Del(ctx context.Context, a Args) error {
-	if err := checkCall("DEL", a); err != nil {
+func (p *Plugin) Del(ctx context.Context, c Call) error {
+	if err := c.checked("DEL"); err != nil {
 		return err
 	}
+	a := c.Args
 	ctx, cancel := context.WithTimeout(ctx, p.Conf.DelTimeoutDur)
 	defer cancel()
 	if p.AsyncStatus != nil {

@@ -5,7 +5,6 @@ import (
 	"fmt"
 
 	corev1 "k8s.io/api/core/v1"
-	k8stypes "k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/scheme"
 	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
@@ -24,13 +23,7 @@ const EventComponent = "rdmanet-cni"
 type EventRecorder interface {
 	// AttachFailed records that ADD of containerID failed for the pod,
 	// with err's text (the CNI error the runtime reports, fix included).
-	AttachFailed(pod PodRef, containerID string, err error)
-}
-
-// PodRef names a pod as CNI_ARGS do.
-type PodRef struct {
-	Namespace, Name string
-	UID             k8stypes.UID
+	AttachFailed(pod PodIdentity, containerID string, err error)
 }
 
 // KubeEvents records Events through client-go's event broadcaster: events
@@ -54,7 +47,7 @@ func NewKubeEvents(client kubernetes.Interface, host string) *KubeEvents {
 
 // AttachFailed records a Warning Event on the pod. A call without a pod
 // (no K8S_POD_* in CNI_ARGS) and a pod that is gone get none.
-func (k *KubeEvents) AttachFailed(pod PodRef, containerID string, err error) {
+func (k *KubeEvents) AttachFailed(pod PodIdentity, containerID string, err error) {
 	if !attachEventWanted(pod, err) {
 		return
 	}
@@ -67,7 +60,7 @@ func (k *KubeEvents) Shutdown() { k.broadcaster.Shutdown() }
 
 // attachEventWanted: an Event needs a pod to hang on, and a pod deleted
 // during its ADD is not news.
-func attachEventWanted(pod PodRef, err error) bool {
+func attachEventWanted(pod PodIdentity, err error) bool {
 	return err != nil && pod.Namespace != "" && pod.Name != "" && !errors.Is(err, ErrNotFound)
 }
 

@@ -14,16 +14,16 @@ import (
 )
 
 func TestAttachEventWanted(t *testing.T) {
-	pod := PodRef{Namespace: "ai", Name: "p0", UID: "u"}
+	pod := PodIdentity{Namespace: "ai", Name: "p0", UID: "u"}
 	tests := []struct {
 		name string
-		pod  PodRef
+		pod  PodIdentity
 		err  error
 		want bool
 	}{
 		{name: "failed ADD of a pod", pod: pod, err: errors.New("no device"), want: true},
 		{name: "no error", pod: pod, err: nil, want: false},
-		{name: "no pod in CNI_ARGS", pod: PodRef{}, err: errors.New("x"), want: false},
+		{name: "no pod in CNI_ARGS", pod: PodIdentity{}, err: errors.New("x"), want: false},
 		{name: "pod gone during ADD", pod: pod, err: fmt.Errorf("get pod ai/p0: %w", ErrNotFound), want: false},
 	}
 	for _, tc := range tests {
@@ -42,7 +42,7 @@ func TestKubeEventsAggregates(t *testing.T) {
 	client := fake.NewClientset()
 	k := NewKubeEvents(client, "node-a")
 	defer k.Shutdown()
-	pod := PodRef{Namespace: "ai", Name: "p0", UID: "uid-0"}
+	pod := PodIdentity{Namespace: "ai", Name: "p0", UID: "uid-0"}
 	for range 5 {
 		k.AttachFailed(pod, "c0ffee", errors.New("no VF of resource rdma/sriov_a for the pod: fix: request it"))
 	}

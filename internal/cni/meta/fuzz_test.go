@@ -48,7 +48,8 @@ func FuzzDaemonRequest(f *testing.F) {
 		a := Args{ContainerID: req.ContainerID, Netns: req.Netns, IfName: req.IfName, Args: req.Args, Path: req.Path}
 		p := &Plugin{Conf: conf}
 		_ = p.runtimeConf(a, &Delegate{IfName: req.IfName})
-		if checkCall(req.Command, a) != nil {
+		c, err := ParseCall(req.Command, a)
+		if err != nil {
 			return
 		}
 		for _, path := range []string{p.cachePath(a.ContainerID), p.lockPath(a.ContainerID)} {
@@ -57,15 +58,14 @@ func FuzzDaemonRequest(f *testing.F) {
 			}
 		}
 		if req.Command == "ADD" {
-			pa, err := ParsePodArgs(a.Args)
-			if err != nil {
-				t.Fatalf("checkCall passed ADD but ParsePodArgs refuses: %v", err)
+			if _, err := ParsePodArgs(a.Args); err != nil {
+				t.Fatalf("ParseCall passed ADD but ParsePodArgs refuses: %v", err)
 			}
-			if pa.Name != "" {
-				s := &StaticSource{StatusDir: "/status"}
-				if got := s.StatusPath(pa.Namespace, pa.Name); filepath.Dir(got) != "/status" || strings.Contains(got, "..") {
-					t.Fatalf("pod %s/%s passed the checks but names %s", pa.Namespace, pa.Name, got)
-				}
+		}
+		if c.HasPod {
+			s := &StaticSource{StatusDir: "/status"}
+			if got := s.StatusPath(c.Pod.Namespace, c.Pod.Name); filepath.Dir(got) != "/status" || strings.Contains(got, "..") {
+				t.Fatalf("pod %s/%s passed the checks but names %s", c.Pod.Namespace, c.Pod.Name, got)
 			}
 		}
 	})

@@ -36,7 +36,7 @@ type Args struct {
 	Path        string // CNI_PATH
 }
 
-// k8sArgs are the Kubernetes keys of CNI_ARGS.
+// k8sArgs are the Kubernetes keys of CNI_ARGS (ParsePodArgs).
 type k8sArgs struct {
 	types.CommonArgs
 	K8S_POD_NAME               types.UnmarshallableString //nolint:revive,stylecheck // CNI_ARGS key
@@ -166,17 +166,14 @@ func (p *Plugin) waitReady(ctx context.Context) error {
 // Add attaches the default network and every requested attachment. On any
 // failure it removes what it added, in reverse, and returns the error; what
 // the rollback cannot remove stays recorded for a retry, as with DEL.
-func (p *Plugin) Add(ctx context.Context, a Args) (types.Result, error) {
+func (p *Plugin) Add(ctx context.Context, c Call) (types.Result, error) {
 	start := time.Now()
-	if err := checkCall("ADD", a); err != nil {
+	if err := c.checked("ADD"); err != nil {
 		return nil, err
 	}
+	a := c.Args
 	if err := p.waitReady(ctx); err != nil {
 		return nil, atStep(ReasonNotReady, err)
-	}
-	var ka k8sArgs
-	if err := types.LoadArgs(a.Args, &ka); err != nil {
-		return nil, atStep(ReasonConfig, fmt.Errorf("CNI_ARGS %q: %w", a.Args, err))
 	}
 	unlock, err := p.lockContainer(ctx, a.ContainerID)
 	if err != nil {
@@ -187,7 +184,7 @@ func (p *Plugin) Add(ctx context.Context, a Args) (types.Result, error) {
 		return nil, atStep(ReasonPendingDel, err)
 	}
 	resolveStart := time.Now()
-	ns, name, uid := string(ka.K8S_POD_NAMESPACE), string(ka.K8S_POD_NAME), string(ka.K8S_POD_UID)
+	ns, name, uid := c.Pod.Namespace, c.Pod.Name, string(c.Pod.UID)
 	rec := &Record{ContainerID: a.ContainerID, Netns: a.Netns, CNIArgs: a.Args, CNIPath: a.Path, Created: p.now()}
 	defList, err := p.defaultNetwork(ctx)
 	if err != nil {
@@ -517,10 +514,11 @@ func (p *Plugin) statuses(rec *Record, results []types.Result) ([]devinfo.Networ
 }
 
 // Check passes CHECK to every delegate with its cached result.
-func (p *Plugin) Check(ctx context.Context, a Args) error {
-	if err := checkCall("CHECK", a); err != nil {
+func (p *Plugin) Check(ctx context.Context, c Call) error {
+	if err := c.checked("CHECK"); err != nil {
 		return err
 	}
+	a := c.Args
 	rec, err := p.loadRecord(a.ContainerID)
 	if err != nil {
 		return fmt.Errorf("CHECK container %s: no cache from ADD: %w", a.ContainerID, err)
