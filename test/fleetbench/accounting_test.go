@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"io"
+	"maps"
 	"math"
 	"net/http"
 	"net/http/httptest"
@@ -172,6 +173,9 @@ func TestCounter(t *testing.T) {
 		if d.Requests[k] != v {
 			t.Errorf("%+v = %d, want %d", k, d.Requests[k], v)
 		}
+	}
+	if want := map[FailKey]int64{{Verb: VerbPatch, Resource: "pods/status", Code: http.StatusTooManyRequests}: 1}; !maps.Equal(d.Failed, want) {
+		t.Errorf("failed %v, want %v", d.Failed, want)
 	}
 	if d.Writes() != 2 || d.BytesOut != 7 || d.BytesIn != 30+int64(len(`{"type":"ADDED"}`)) || d.Errors != 1 {
 		t.Fatalf("writes %d bytes out %d in %d errors %d; want 2, 7, %d, 1", d.Writes(), d.BytesOut, d.BytesIn, 30+len(`{"type":"ADDED"}`), d.Errors)

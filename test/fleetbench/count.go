@@ -120,14 +120,30 @@ type Counts struct {
 	BytesIn, BytesOut int64
 	// Errors are requests answered 429 or 5xx, or not answered.
 	Errors int64
+	// Failed are the requests answered with a status of 400 or more (409
+	// conflicts, 403 refusals, ...), or not answered (Code 0), by verb,
+	// resource and status: a write the server refused is in Requests too,
+	// and here it tells a retry from a second change.
+	Failed map[FailKey]int64
+}
+
+// FailKey is one counted kind of failed request.
+type FailKey struct {
+	Verb, Resource string
+	Code           int // HTTP status; 0: no answer
 }
 
 // Sub returns c - old.
 func (c Counts) Sub(old Counts) Counts {
-	out := Counts{Requests: map[Key]int64{}, BytesIn: c.BytesIn - old.BytesIn, BytesOut: c.BytesOut - old.BytesOut, Errors: c.Errors - old.Errors}
+	out := Counts{Requests: map[Key]int64{}, BytesIn: c.BytesIn - old.BytesIn, BytesOut: c.BytesOut - old.BytesOut, Errors: c.Errors - old.Errors, Failed: map[FailKey]int64{}}
 	for k, v := range c.Requests {
 		if d := v - old.Requests[k]; d != 0 {
 			out.Requests[k] = d
+		}
+	}
+	for k, v := range c.Failed {
+		if d := v - old.Failed[k]; d != 0 {
+			out.Failed[k] = d
 		}
 	}
 	return out
@@ -137,6 +153,12 @@ func (c Counts) Sub(old Counts) Counts {
 func (c *Counts) Add(o Counts) {
 	for k, v := range o.Requests {
 		c.Requests[k] += v
+	}
+	if len(o.Failed) > 0 && c.Failed == nil {
+		c.Failed = map[FailKey]int64{}
+	}
+	for k, v := range o.Failed {
+		c.Failed[k] += v
 	}
 	c.BytesIn += o.BytesIn
 	c.BytesOut += o.BytesOut
@@ -162,13 +184,14 @@ func (c Counts) Writes() int64 { return c.Sum(func(k Key) bool { return IsWrite(
 type Counter struct {
 	mu      sync.Mutex
 	req     map[Key]int64
+	failed  map[FailKey]int64
 	in, out atomic.Int64
 	errs    atomic.Int64
 	watches atomic.Int64
 }
 
 // NewCounter returns an empty counter.
-func NewCounter() *Counter { return &Counter{req: map[Key]int64{}} }
+func NewCounter() *Counter { return &Counter{req: map[Key]int64{}, failed: map[FailKey]int64{}} }
 
 // Wrap is a rest.Config WrapTransport.
 func (c *Counter) Wrap(rt http.RoundTripper) http.RoundTripper {
@@ -179,7 +202,7 @@ func (c *Counter) Wrap(rt http.RoundTripper) http.RoundTripper {
 func (c *Counter) Snapshot() Counts {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return Counts{Requests: maps.Clone(c.req), BytesIn: c.in.Load(), BytesOut: c.out.Load(), Errors: c.errs.Load()}
+	return Counts{Requests: maps.Clone(c.req), Failed: maps.Clone(c.failed), BytesIn: c.in.Load(), BytesOut: c.out.Load(), Errors: c.errs.Load()}
 }
 
 // WatchesOpen is the number of watch streams open now.
@@ -203,10 +226,14 @@ func (r roundTripper) RoundTrip(req *http.Request) (*http.Response, error) {
 	resp, err := r.next.RoundTrip(req)
 	if err != nil {
 		r.c.errs.Add(1)
+		r.c.fail(ok, verb, res, 0)
 		return resp, err
 	}
 	if resp.StatusCode == http.StatusTooManyRequests || resp.StatusCode >= 500 {
 		r.c.errs.Add(1)
+	}
+	if resp.StatusCode >= 400 {
+		r.c.fail(ok, verb, res, resp.StatusCode)
 	}
 	body := &countingBody{ReadCloser: resp.Body, c: r.c}
 	if verb == VerbWatch && resp.StatusCode == http.StatusOK {
@@ -215,6 +242,15 @@ func (r roundTripper) RoundTrip(req *http.Request) (*http.Response, error) {
 	}
 	resp.Body = body
 	return resp, nil
+}
+
+func (c *Counter) fail(ok bool, verb, res string, code int) {
+	if !ok {
+		return
+	}
+	c.mu.Lock()
+	c.failed[FailKey{Verb: verb, Resource: res, Code: code}]++
+	c.mu.Unlock()
 }
 
 type countingBody struct {

@@ -5,8 +5,10 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 
 	"github.com/rdmanet/rdmanet/internal/agent"
+	"github.com/rdmanet/rdmanet/internal/dra"
 	"github.com/rdmanet/rdmanet/internal/sysfsfixture"
 )
 
@@ -77,4 +79,35 @@ func (h *Hardware) Snapshot() (*agent.Snapshot, error) {
 		return nil, err
 	}
 	return agent.Discover(agent.Options{SysfsRoot: h.Root, NetnsModeFlag: "exclusive"}, specs)
+}
+
+// SharedTopology answers the DRA publisher's topology questions once for
+// every node that hands its publisher the shared snapshot: their sysfs
+// tree is one and the same, so each node reading it again (the PCIe root of
+// 128 functions, the firmware of every device on each rescan) would only
+// cost the simulator, not tell anything about a node.
+type SharedTopology struct {
+	t  *dra.SysfsTopology
+	mu sync.Mutex
+	fw map[string]string
+}
+
+// NewSharedTopology returns the topology of h's tree, remembered.
+func NewSharedTopology(h *Hardware) *SharedTopology {
+	return &SharedTopology{t: dra.NewSysfsTopology(h.Root), fw: map[string]string{}}
+}
+
+// PCIeRoot implements dra.Topology (SysfsTopology remembers roots itself).
+func (s *SharedTopology) PCIeRoot(bdf string) (string, error) { return s.t.PCIeRoot(bdf) }
+
+// Firmware implements dra.Topology.
+func (s *SharedTopology) Firmware(rdmaDev string) string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	v, ok := s.fw[rdmaDev]
+	if !ok {
+		v = s.t.Firmware(rdmaDev)
+		s.fw[rdmaDev] = v
+	}
+	return v
 }

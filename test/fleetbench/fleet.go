@@ -50,6 +50,9 @@ type Options struct {
 	// ControllerOnly runs the controller phase alone: the Nodes exist, no
 	// simulated node runs.
 	ControllerOnly bool
+	// HeapProfile, when set, is where the heap profile (pprof) is written
+	// once the fleet published.
+	HeapProfile string
 	// APIServerArgs are extra kube-apiserver flags.
 	APIServerArgs []string
 	Dir           string
@@ -90,6 +93,8 @@ type Result struct {
 	Controller    *ControllerResult
 	StartupWrites int64 // node writes from start to the end of Settle
 	StartupS      float64
+	// Memory: what the simulated nodes cost this process.
+	Memory Memory
 }
 
 // Run runs one fleet size on a fresh API server.
@@ -183,9 +188,11 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 			}
 		}
 	}
+	topo := NewSharedTopology(shared)
+	mem0 := sampleMemory()
 	start := time.Now()
 	err = parallel(ctx, o.Nodes, o.StartConcurrency, func(i int) error {
-		no := NodeOptions{Name: names[i], Base: ids[i].Cfg, Transport: conns[i/o.NodesPerConnection], Hardware: shared, Shared: snap, StateDir: filepath.Join(dir, "nodes", names[i]), Logger: o.Logger}
+		no := NodeOptions{Name: names[i], Base: ids[i].Cfg, Transport: conns[i/o.NodesPerConnection], Hardware: shared, Shared: snap, Topology: topo, StateDir: filepath.Join(dir, "nodes", names[i]), Logger: o.Logger}
 		if i < o.FullAgents {
 			hw, err := NewHardware(filepath.Join(dir, "nodes", names[i], "hw"), o.NICs, o.VFs, uint8(i+2))
 			if err != nil {
@@ -209,7 +216,15 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 		return nil, err
 	}
 	res := &Result{Nodes: o.Nodes, StartupS: time.Since(start).Seconds()}
-	pr("fleet published in %.0f s; settling %s", res.StartupS, o.Settle)
+	res.Memory = memoryPerNode(mem0, sampleMemory(), o.Nodes)
+	pr("fleet published in %.0f s; per node %.0f KiB of live heap, %.1f goroutines; process RSS %.0f MiB (peak %.0f MiB); settling %s",
+		res.StartupS, res.Memory.HeapPerNode/1024, res.Memory.GoroutinesPerNode, float64(res.Memory.RSS)/(1<<20), float64(res.Memory.HWM)/(1<<20), o.Settle)
+	if o.HeapProfile != "" {
+		if err := writeHeapProfile(o.HeapProfile); err != nil {
+			return nil, err
+		}
+		pr("heap profile written to %s", o.HeapProfile)
+	}
 	if err := sleep(ctx, o.Settle); err != nil {
 		return nil, err
 	}

@@ -58,7 +58,11 @@ type NodeOptions struct {
 	// the agent's full rescan does) instead of running the agent's scan
 	// loop over sysfs. Nil: the real agent (agent.Agent.Run) runs on
 	// Hardware with its default health refresh and rescan intervals.
-	Shared     *agent.Snapshot
+	Shared *agent.Snapshot
+	// Topology, with Shared, answers the publisher's topology questions
+	// for the shared tree (SharedTopology); nil: the publisher reads
+	// Hardware's tree itself.
+	Topology   dra.Topology
 	FullRescan time.Duration
 	StateDir   string // the node's IPAM state (block cache, locks) and plugin dirs
 	Logger     *slog.Logger
@@ -133,7 +137,11 @@ func StartNode(ctx context.Context, o NodeOptions) (*Node, error) {
 	if n.ann, err = agent.NewNodeAnnotator(aclient, o.Name, log); err != nil {
 		return nil, err
 	}
-	if n.pub, err = dra.NewPublisher(dra.PublisherOptions{Client: aclient, NodeName: o.Name, SysfsRoot: o.Hardware.Root, Logger: log, InUse: n.holders}); err != nil {
+	var topo dra.Topology
+	if o.Shared != nil && o.Topology != nil {
+		topo = o.Topology
+	}
+	if n.pub, err = dra.NewPublisher(dra.PublisherOptions{Client: aclient, NodeName: o.Name, SysfsRoot: o.Hardware.Root, Topology: topo, Logger: log, InUse: n.holders}); err != nil {
 		return nil, err
 	}
 	go n.ann.Run(ctx)

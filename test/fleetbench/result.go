@@ -70,11 +70,13 @@ func (r *Result) Line(bytesPerAddress float64) string {
 	return fmt.Sprintf("bench-fleet: nodes=%d steady_writes_per_node_min=%.3f writes_per_pod_start=%.2f slice_writes_per_flap=%.2f controller_rss_mib=%.1f"+
 		" steady_requests_per_node_min=%.2f steady_bytes_per_node_min=%.0f server_writes_per_node_min=%.3f server_bytes_per_node_min=%.0f watches_per_node=%.2f server_watches=%.0f"+
 		" cni_writes_per_dp_pod=%.2f agent_writes_per_dp_pod=%.2f writes_per_dra_pod_start=%.2f requests_per_dp_pod=%.2f requests_per_dra_pod=%.2f job_pods=%d job_failed=%d job_wall_s=%.1f"+
-		" flap_writes_all_nodes=%d controller_addresses=%d controller_peak_rss_mib=%.1f controller_bytes_per_address=%.0f gc_dead_node_s=%.1f startup_s=%.0f",
+		" flap_writes_all_nodes=%d controller_addresses=%d controller_peak_rss_mib=%.1f controller_bytes_per_address=%.0f gc_dead_node_s=%.1f startup_s=%.0f"+
+		" node_heap_kib=%.0f node_goroutines=%.1f sim_rss_mib=%.0f",
 		r.Nodes, f.SteadyWritesPerNodeMin, f.WritesPerPodStart, f.SliceWritesPerFlap, rss,
 		f.SteadyRequestsPerNodeMin, f.SteadyBytesPerNodeMin, f.ServerWritesPerNodeMin, f.ServerBytesPerNodeMin, f.WatchesPerNode, r.Steady.ServerWatches,
 		f.CNIWritesPerDPPod, f.AgentWritesPerDPPod, f.WritesPerDRAPod, f.RequestsPerDPPod, f.RequestsPerDRAPod, r.Job.Pods, r.Job.Failed, r.Job.Wall.Seconds(),
-		r.Flap.Writes, addrs, peakMiB(r.Controller), bytesPerAddress, gc, r.StartupS)
+		r.Flap.Writes, addrs, peakMiB(r.Controller), bytesPerAddress, gc, r.StartupS,
+		r.Memory.HeapPerNode/1024, r.Memory.GoroutinesPerNode, float64(r.Memory.RSS)/(1<<20))
 }
 
 func peakMiB(c *ControllerResult) float64 {
@@ -96,6 +98,7 @@ func BytesPerAddress(a, b *ControllerResult) float64 {
 func (r *Result) Details(w io.Writer) {
 	p := func(name, s string) { fmt.Fprintf(w, "bench-fleet-detail: nodes=%d %s %s\n", r.Nodes, name, s) }
 	p("steady_node_requests", Verbs(r.Steady.Node, 0))
+	p("steady_node_failed", FailedVerbs(r.Steady.Node))
 	p("steady_server_requests", serverVerbs(r.Steady.Server.Requests))
 	p("steady_server_watch_event_bytes", serverRes(r.Steady.Server.WatchEventBytes))
 	var writers []string
@@ -113,6 +116,7 @@ func (r *Result) Details(w io.Writer) {
 	if r.Job.DPPods > 0 {
 		p("per_dp_pod_daemon", Verbs(r.Job.DP, float64(r.Job.DPPods)))
 		p("per_dp_pod_agent", Verbs(r.Job.Agent, float64(r.Job.DPPods)))
+		p("job_agent_failed", FailedVerbs(r.Job.Agent))
 	}
 	if r.Job.DRAPods > 0 {
 		p("per_dra_pod_daemon", Verbs(r.Job.DRA, float64(r.Job.DRAPods)))
@@ -175,6 +179,25 @@ func Verbs(c Counts, per float64) string {
 		} else {
 			parts = append(parts, fmt.Sprintf("%s=%d", strings.ReplaceAll(k, " ", ":"), m[k]))
 		}
+	}
+	return strings.Join(parts, ",")
+}
+
+// FailedVerbs lists the failed requests as "VERB:resource:code=n", by count.
+func FailedVerbs(c Counts) string {
+	keys := make([]FailKey, 0, len(c.Failed))
+	for k := range c.Failed {
+		keys = append(keys, k)
+	}
+	sort.Slice(keys, func(a, b int) bool {
+		if c.Failed[keys[a]] != c.Failed[keys[b]] {
+			return c.Failed[keys[a]] > c.Failed[keys[b]]
+		}
+		return fmt.Sprint(keys[a]) < fmt.Sprint(keys[b])
+	})
+	parts := make([]string, 0, len(keys))
+	for _, k := range keys {
+		parts = append(parts, fmt.Sprintf("%s:%s:%d=%d", k.Verb, k.Resource, k.Code, c.Failed[k]))
 	}
 	return strings.Join(parts, ",")
 }

@@ -15,6 +15,7 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"syscall"
@@ -34,9 +35,10 @@ func main() {
 	ctrlBin := flag.String("controller-bin", "", "rdmanet-controller binary (required when -addresses is not 0)")
 	perConn := flag.Int("nodes-per-connection", 16, "simulated nodes sharing one HTTP/2 connection to the API server (each with its own token, clients and rate limits); 1: one connection per node process, as in a real cluster")
 	ctrlOnly := flag.Bool("controller-only", false, "run only the controller phase (Nodes and pods exist, no simulated node runs); its line has the controller fields only")
+	heapProfile := flag.String("heap-profile", "", "write the heap profile (pprof) here once the fleet published (a size's number is put before the extension when there are several sizes)")
 	inflight := flag.Int("max-requests-inflight", 3000, "kube-apiserver --max-requests-inflight (and a third of it mutating)")
 	flag.Parse()
-	if err := run(*sizes, *addrs, *steady, *settle, *pods, *draEvery, *full, *ctrlBin, *inflight, *perConn, *ctrlOnly); err != nil {
+	if err := run(*sizes, *addrs, *steady, *settle, *pods, *draEvery, *full, *ctrlBin, *inflight, *perConn, *ctrlOnly, *heapProfile); err != nil {
 		fmt.Fprintln(os.Stderr, "bench-fleet:", err)
 		os.Exit(1)
 	}
@@ -54,7 +56,7 @@ func ints(s string) ([]int, error) {
 	return out, nil
 }
 
-func run(sizes, addrs string, steady, settle time.Duration, pods, draEvery, full int, ctrlBin string, inflight, perConn int, ctrlOnly bool) error {
+func run(sizes, addrs string, steady, settle time.Duration, pods, draEvery, full int, ctrlBin string, inflight, perConn int, ctrlOnly bool, heapProfile string) error {
 	ns, err := ints(sizes)
 	if err != nil {
 		return fmt.Errorf("-nodes: %w", err)
@@ -80,8 +82,14 @@ func run(sizes, addrs string, steady, settle time.Duration, pods, draEvery, full
 		if len(as) == len(ns) {
 			a = as[i]
 		}
+		hp := heapProfile
+		if hp != "" && len(ns) > 1 {
+			ext := filepath.Ext(hp)
+			hp = strings.TrimSuffix(hp, ext) + "-" + strconv.Itoa(n) + ext
+		}
 		r, err := fleetbench.Run(ctx, fleetbench.Options{
 			Nodes: n, FullAgents: full, NodesPerConnection: perConn, ControllerOnly: ctrlOnly, Settle: settle, Steady: steady, Pods: pods, DRAEvery: draEvery,
+			HeapProfile:   hp,
 			Controller:    fleetbench.ControllerOptions{Addresses: a, Bin: ctrlBin},
 			APIServerArgs: []string{"--max-requests-inflight=" + strconv.Itoa(inflight), "--max-mutating-requests-inflight=" + strconv.Itoa(inflight/3)},
 			Progress:      os.Stderr,
