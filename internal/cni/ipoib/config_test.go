@@ -5,6 +5,8 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+
+	"github.com/rdmanet/rdmanet/internal/cni/conftest"
 )
 
 // The configs below reproduce the shapes ipoib-cni users write: its README
@@ -74,32 +76,13 @@ func TestParse(t *testing.T) {
 }
 
 func TestUnknownKeys(t *testing.T) {
-	for _, tc := range []struct {
-		name string
-		conf string
-		want []string
-	}{
-		{name: "upstream keys", conf: `{"cniVersion":"0.3.1","name":"n","type":"ipoib","master":"ib0","mtu":2044,"ipam":{},"dns":{},"capabilities":{},"runtimeConfig":{}}`},
-		{name: "rdmanet keys", conf: `{"type":"ipoib","pkey":"0x8005","deviceID":"0000:c1:00.1"}`},
-		{name: "macvlan mode", conf: `{"type":"ipoib","master":"ib0","mode":"bridge"}`, want: []string{`unknown key "mode" is ignored`}},
-		{name: "parent", conf: `{"type":"ipoib","parent":"ib0"}`, want: []string{`unknown key "parent" is ignored (did you mean "master"?)`}},
-		{name: "partition", conf: `{"type":"ipoib","master":"ib0","partition":"0x8005"}`, want: []string{`(did you mean "pkey"?)`}},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			var got []string
-			for _, f := range UnknownKeys([]byte(tc.conf)) {
-				got = append(got, f.String())
-			}
-			if len(got) != len(tc.want) {
-				t.Fatalf("got %q, want %q", got, tc.want)
-			}
-			for i := range got {
-				if !strings.Contains(got[i], tc.want[i]) {
-					t.Errorf("finding %q, want %q", got[i], tc.want[i])
-				}
-			}
-		})
-	}
+	conftest.UnknownKeys(t, UnknownKeys, []conftest.KeysCase{
+		{Name: "upstream keys", Conf: `{"cniVersion":"0.3.1","name":"n","type":"ipoib","master":"ib0","mtu":2044,"ipam":{},"dns":{},"capabilities":{},"runtimeConfig":{}}`},
+		{Name: "rdmanet keys", Conf: `{"type":"ipoib","pkey":"0x8005","deviceID":"0000:c1:00.1"}`},
+		{Name: "macvlan mode", Conf: `{"type":"ipoib","master":"ib0","mode":"bridge"}`, Want: []string{`unknown key "mode" is ignored`}},
+		{Name: "parent", Conf: `{"type":"ipoib","parent":"ib0"}`, Want: []string{`unknown key "parent" is ignored (did you mean "master"?)`}},
+		{Name: "partition", Conf: `{"type":"ipoib","master":"ib0","partition":"0x8005"}`, Want: []string{`(did you mean "pkey"?)`}},
+	})
 }
 
 func TestTempName(t *testing.T) {

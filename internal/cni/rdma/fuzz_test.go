@@ -3,32 +3,11 @@ package rdma
 import (
 	"testing"
 
-	"github.com/rdmanet/rdmanet/internal/sysfs"
+	"github.com/rdmanet/rdmanet/internal/cni/conftest"
 )
 
-// FuzzParse: any stdin (the NAD's config as the meta plugin or a runtime
-// hands it over) is parsed or refused, never a panic; a deviceID that is
-// accepted is a PCI address, the only value this plugin turns into a state
-// file name.
+// FuzzParse: any stdin is parsed or refused, never a panic; an accepted
+// deviceID is a PCI address (conftest.FuzzDeviceID).
 func FuzzParse(f *testing.F) {
-	for _, s := range []string{
-		`{"cniVersion":"1.0.0","name":"face-training-rdma","type":"rdma","deviceID":"0000:41:00.2"}`,
-		`{"cniVersion":"0.3.1","name":"n","type":"rdma","vlan":200,"spoofchk":"on","trust":"off","deviceID":"0000:41:00.2","runtimeConfig":{"deviceID":"0000:41:00.3"}}`,
-		`{"cniVersion":"1.0.0","name":"n","type":"rdma","deviceID":"../../etc/x"}`,
-		`{"cniVersion":"1.0.0","name":"n","type":"rdma","prevResult":{"interfaces":[{"name":"net1"}]}}`,
-		`{`, `null`, `[]`, `{"deviceID":1}`,
-	} {
-		f.Add([]byte(s))
-	}
-	f.Fuzz(func(t *testing.T, stdin []byte) {
-		for _, parse := range []func([]byte) (*Config, error){Parse, ParseLoose} {
-			c, err := parse(stdin)
-			if err != nil {
-				continue
-			}
-			if c.DeviceID != "" && !sysfs.ValidBDF(c.DeviceID) {
-				t.Fatalf("accepted deviceID %q", c.DeviceID)
-			}
-		}
-	})
+	conftest.FuzzDeviceID(f, "rdma", func(c *Config) string { return c.DeviceID }, Parse, ParseLoose)
 }

@@ -6,39 +6,20 @@ import (
 	"testing"
 
 	"github.com/rdmanet/rdmanet/internal/cni/confkeys"
+	"github.com/rdmanet/rdmanet/internal/cni/conftest"
 )
 
 // TestUnknownKeys (issue 13, defect 11): a misspelled key is reported with
 // the key meant, every upstream SR-IOV CNI key is accepted.
 func TestUnknownKeys(t *testing.T) {
-	tests := []struct {
-		name string
-		conf string
-		want []string
-	}{
-		{name: "seed NAD", conf: `{"cniVersion":"0.3.1","name":"face-training-rdma","type":"sriov","vlan":200,"spoofchk":"on","trust":"off","ipam":{"type":"whereabouts","range":"10.60.0.0/16"},"deviceID":"0000:41:00.2"}`},
-		{name: "operator-rendered NAD", conf: `{"cniVersion":"1.0.0","name":"n","type":"sriov","vlan":0,"vlanQoS":0,"logLevel":"info","logFile":"/var/log/sriov-cni.log","ipam":{},"spoofchk":"on","trust":"off","link_state":"auto","min_tx_rate":0,"max_tx_rate":0,"capabilities":{"mac":true}}`},
-		{name: "vlan_id", conf: `{"type":"sriov","vlan_id":200}`, want: []string{`sriov config: unknown key "vlan_id" is ignored (did you mean "vlan"?)`}},
-		{name: "two mistakes", conf: `{"type":"sriov","vlanQos":3,"spoof_chk":"on","linkstate":"auto"}`,
-			want: []string{`unknown key "linkstate" is ignored (did you mean "link_state"?)`, `unknown key "spoof_chk" is ignored (did you mean "spoofchk"?)`}},
-		{name: "not an object", conf: `[]`},
-	}
-	for _, tc := range tests {
-		t.Run(tc.name, func(t *testing.T) {
-			var got []string
-			for _, f := range UnknownKeys([]byte(tc.conf)) {
-				got = append(got, f.String())
-			}
-			if len(got) != len(tc.want) {
-				t.Fatalf("got %q, want %q", got, tc.want)
-			}
-			for i := range got {
-				if !strings.Contains(got[i], tc.want[i]) {
-					t.Errorf("finding %q, want %q", got[i], tc.want[i])
-				}
-			}
-		})
-	}
+	conftest.UnknownKeys(t, UnknownKeys, []conftest.KeysCase{
+		{Name: "seed NAD", Conf: `{"cniVersion":"0.3.1","name":"face-training-rdma","type":"sriov","vlan":200,"spoofchk":"on","trust":"off","ipam":{"type":"whereabouts","range":"10.60.0.0/16"},"deviceID":"0000:41:00.2"}`},
+		{Name: "operator-rendered NAD", Conf: `{"cniVersion":"1.0.0","name":"n","type":"sriov","vlan":0,"vlanQoS":0,"logLevel":"info","logFile":"/var/log/sriov-cni.log","ipam":{},"spoofchk":"on","trust":"off","link_state":"auto","min_tx_rate":0,"max_tx_rate":0,"capabilities":{"mac":true}}`},
+		{Name: "vlan_id", Conf: `{"type":"sriov","vlan_id":200}`, Want: []string{`sriov config: unknown key "vlan_id" is ignored (did you mean "vlan"?)`}},
+		{Name: "two mistakes", Conf: `{"type":"sriov","vlanQos":3,"spoof_chk":"on","linkstate":"auto"}`,
+			Want: []string{`unknown key "linkstate" is ignored (did you mean "link_state"?)`, `unknown key "spoof_chk" is ignored (did you mean "spoofchk"?)`}},
+		{Name: "not an object", Conf: `[]`},
+	})
 }
 
 // TestNetConfKeysCatalogued: every key NetConf decodes is in the catalogue
