@@ -14,6 +14,7 @@ import (
 
 	"github.com/rdmanet/rdmanet/internal/cni/meta"
 	"github.com/rdmanet/rdmanet/internal/daemon"
+	"github.com/rdmanet/rdmanet/internal/daemon/sockserve"
 	"github.com/rdmanet/rdmanet/internal/daemonclient"
 	"github.com/rdmanet/rdmanet/internal/ipam"
 	"github.com/rdmanet/rdmanet/internal/telemetry"
@@ -52,6 +53,10 @@ func parseFlags(args []string) (daemon.Config, int) {
 	fs.BoolVar(&c.PodEvents, "pod-events", true, "record a Warning Event (reason "+meta.EventReasonAttachFailed+", the CNI error's text and fix) on the pod of every failed ADD, so `kubectl describe pod` shows why its sandbox does not start; repeats are aggregated and rate-limited per pod (client-go's event correlator: 25 at once, then one per 5 minutes). Needs events create/patch (deploy/rbac-daemon.yaml); the kubernetes source only")
 	fs.BoolVar(&c.Meta, "meta", true, "serve the rdmanet meta CNI shim on the config's daemonSocket (needs --config). false: serve only --plugin-socket, e.g. on a node where Multus stays the meta plugin and rdmanet's sriov, rdma and rdmanet-ipam are its delegates")
 	fs.StringVar(&c.PluginSocket, "plugin-socket", daemonclient.DefaultSocket, "unix socket on which exec'd rdmanet plugins (sriov, rdma, rdmanet-ipam, also as whereabouts) hand their calls to this daemon, which runs them in-process with warm API clients when the plugin file is this daemon's build (else the plugin does the work itself, as when no daemon runs); the plugins look here unless RDMANET_PLUGIN_SOCKET says otherwise. Empty: off")
+	fs.IntVar(&c.Calls.MaxInFlight, sockserve.FlagMaxInFlight, sockserve.DefaultMaxInFlight, "CNI calls the daemon runs at once over both sockets (the shim's and the plugins'; a delegate plugin's call under its container's call counts once): a call in flight costs the daemon about 70 KiB and 4 goroutines, and a burst beyond this attaches no faster on one node. Past it calls wait (--max-queued-calls, --max-queue-wait), then are refused with CNI error 11 (try again later: the runtime retries) naming this flag. 0: no limit")
+	fs.IntVar(&c.Calls.DelReserve, sockserve.FlagDelReserve, sockserve.DefaultDelReserve, "of --max-inflight-calls, the slots only DEL and GC take, so a burst of ADDs never delays a teardown (ADD and CHECK hold at most the rest); waiting DELs get the next free slot before waiting ADDs")
+	fs.IntVar(&c.Calls.MaxQueued, sockserve.FlagMaxQueued, sockserve.DefaultMaxQueued, "ADD and CHECK calls that wait for a slot when all theirs are taken (each costs a goroutine, a socket and its request: a few KiB); one more is refused at once with CNI error 11. 0: refuse at once. DEL and GC are never refused for a full queue (they wait for the next free slot, before any ADD)")
+	fs.DurationVar(&c.Calls.MaxWait, sockserve.FlagMaxWait, sockserve.DefaultMaxWait, "longest wait of a call for a slot (and at most half the wait its client allows, so a call that waited still has time to run); then it is refused with CNI error 11")
 	fs.Usage = func() {
 		fmt.Fprintf(fs.Output(), "rdmanet-daemon keeps the CNI hot path warm: it serves the rdmanet meta CNI shim (--config's daemonSocket) and the\nexec'd rdmanet plugins sriov, rdma and rdmanet-ipam (--plugin-socket). Each plugin and the shim does the work itself when\nthe daemon is not running, so the daemon is never needed for correctness.\n\nFlags:\n")
 		fs.PrintDefaults()

@@ -29,6 +29,7 @@ import (
 	"github.com/rdmanet/rdmanet/internal/daemon/inproc"
 	"github.com/rdmanet/rdmanet/internal/daemon/metrics"
 	"github.com/rdmanet/rdmanet/internal/daemon/plugind"
+	"github.com/rdmanet/rdmanet/internal/daemon/sockserve"
 	"github.com/rdmanet/rdmanet/internal/daemonclient"
 	"github.com/rdmanet/rdmanet/internal/telemetry"
 )
@@ -54,6 +55,10 @@ type Config struct {
 	PodEvents       bool          // --pod-events
 	Meta            bool          // --meta: serve the meta shim's socket
 	PluginSocket    string        // --plugin-socket ("": off)
+	// Calls bounds the CNI calls in flight over both sockets
+	// (--max-inflight-calls, --del-reserved-calls, --max-queued-calls,
+	// --max-queue-wait; MaxInFlight 0: no limit).
+	Calls sockserve.Limits
 }
 
 // ExitError is Run's error with the process exit status it calls for: 2
@@ -104,6 +109,10 @@ func Run(ctx context.Context, c Config) error {
 	if err != nil {
 		return usage("%w", err)
 	}
+	lim, err := sockserve.NewLimiter(c.Calls, log)
+	if err != nil {
+		return usage("%w", err)
+	}
 	if !c.Meta {
 		if c.PluginSocket == "" {
 			return usage("--meta=false and --plugin-socket=\"\": nothing to serve; fix: set --plugin-socket or drop --meta=false")
@@ -111,7 +120,7 @@ func Run(ctx context.Context, c Config) error {
 		if c.Probe {
 			return probeSocket(c.PluginSocket)
 		}
-		return servePlugins(ctx, log, c)
+		return servePlugins(ctx, log, c, lim)
 	}
 	b, err := os.ReadFile(c.ConfPath)
 	if err != nil {
@@ -138,7 +147,7 @@ func Run(ctx context.Context, c Config) error {
 	}
 	d := &MetaServer{Socket: socket, Log: log, RequestTimeout: c.RequestTimeout,
 		Retry: conf, RetryInterval: c.RetryInterval, RetryBackoff: c.RetryBackoff, RetryMaxBackoff: c.RetryMaxBackoff}
-	ps := &plugind.Server{Socket: c.PluginSocket, Log: log}
+	ps := &plugind.Server{Socket: c.PluginSocket, Log: log, Limiter: lim}
 	var sourceReady atomic.Bool
 	h := &health.Daemon{Meta: d, MetaSocket: socket, SourceReady: &sourceReady, SourceType: conf.Source.Type}
 	if c.PluginSocket != "" {
@@ -152,6 +161,7 @@ func Run(ctx context.Context, c Config) error {
 	ex := inproc.New(log)
 	if m != nil {
 		d.Observer, ps.Observer, ex.Observer = m, m, m
+		m.CallLimiter(lim)
 	}
 	ps.Runner = ex
 	if c.InProcess {
@@ -198,14 +208,15 @@ func Run(ctx context.Context, c Config) error {
 			m.PendingStatusWrites(d.AsyncStatus.Pending)
 		}
 	}
-	log.Info("rdmanet-daemon serving", "socket", socket, "plugin_socket", c.PluginSocket, "node", c.NodeName, "source", conf.Source.Type, "status_write", c.StatusWrite, "in_process_plugins", c.InProcess)
+	log.Info("rdmanet-daemon serving", "socket", socket, "plugin_socket", c.PluginSocket, "node", c.NodeName, "source", conf.Source.Type, "status_write", c.StatusWrite, "in_process_plugins", c.InProcess, "max_inflight_calls", c.Calls.MaxInFlight)
 	pluginsDone := make(chan error, 1)
 	if c.PluginSocket != "" {
 		go func() { pluginsDone <- ps.Serve(ctx) }()
 	} else {
 		pluginsDone <- nil
 	}
-	err = d.Serve(ctx)
+	// the meta socket shares the plugin socket's limit on calls in flight
+	err = d.Serve(sockserve.WithLimiter(ctx, lim))
 	stop() // one server failing stops the other
 	if perr := <-pluginsDone; err == nil {
 		err = perr
@@ -214,11 +225,11 @@ func Run(ctx context.Context, c Config) error {
 }
 
 // servePlugins runs the daemon with the plugin socket only (--meta=false).
-func servePlugins(ctx context.Context, log *slog.Logger, c Config) error {
+func servePlugins(ctx context.Context, log *slog.Logger, c Config, lim *sockserve.Limiter) error {
 	ctx, stop := signal.NotifyContext(ctx, syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
 	ex := inproc.New(log)
-	ps := &plugind.Server{Socket: c.PluginSocket, Runner: ex, Log: log}
+	ps := &plugind.Server{Socket: c.PluginSocket, Runner: ex, Log: log, Limiter: lim}
 	h := &health.Daemon{Plugins: ps, PluginSocket: c.PluginSocket}
 	m, stopMetrics, err := startMetrics(log, c.MetricsAddr, c.IPAMStateDir, h.Live(), h.Ready())
 	if err != nil {
@@ -227,6 +238,7 @@ func servePlugins(ctx context.Context, log *slog.Logger, c Config) error {
 	defer stopMetrics()
 	if m != nil {
 		ps.Observer, ex.Observer = m, m
+		m.CallLimiter(lim)
 	}
 	log.Info("rdmanet-daemon serving plugins only", "plugin_socket", c.PluginSocket)
 	return stopped(log, ps.Serve(ctx))

@@ -20,6 +20,7 @@ import (
 	"github.com/rdmanet/rdmanet/internal/cni/meta"
 	"github.com/rdmanet/rdmanet/internal/daemon/inproc"
 	"github.com/rdmanet/rdmanet/internal/daemon/plugind"
+	"github.com/rdmanet/rdmanet/internal/daemon/sockserve"
 	"github.com/rdmanet/rdmanet/internal/ipam"
 )
 
@@ -227,6 +228,53 @@ func (m *Metrics) Ready(ready func() bool) {
 		}
 		return 0
 	}))
+}
+
+// CallLimiter exports the daemon-wide limit on CNI calls in flight (over
+// both sockets), read at scrape time: rdmanet_daemon_calls_inflight and
+// rdmanet_daemon_calls_queued by class (add: ADD and CHECK; del: DEL and
+// GC), rdmanet_daemon_calls_rejected_total by class and reason, and the
+// limits themselves. With no limit (--max-inflight-calls=0) nothing is
+// counted: only the limits (0) are exported.
+func (m *Metrics) CallLimiter(l *sockserve.Limiter) {
+	if l == nil {
+		return
+	}
+	m.Registry.MustRegister(&limiterCollector{l: l,
+		inflight: prometheus.NewDesc("rdmanet_daemon_calls_inflight", "CNI calls running in the daemon and holding one of its --max-inflight-calls slots, by class (add: ADD and CHECK; del: DEL and GC). A delegate's plugin call under its container's call holds none.", []string{"class"}, nil),
+		queued:   prometheus.NewDesc("rdmanet_daemon_calls_queued", "CNI calls waiting for a slot (each for at most --max-queue-wait; ADD and CHECK at most --max-queued-calls), by class.", []string{"class"}, nil),
+		rejected: prometheus.NewDesc("rdmanet_daemon_calls_rejected_total", "CNI calls refused with CNI error 11 (try again later; the runtime retries), by class and reason (queue_full: --max-queued-calls ADDs were waiting; wait: no slot within --max-queue-wait; stopping: the daemon stopped while it waited).", []string{"class", "reason"}, nil),
+		limit:    prometheus.NewDesc("rdmanet_daemon_calls_limit", "The daemon's limits on CNI calls: inflight (--max-inflight-calls, 0: none), del_reserved (--del-reserved-calls), queued (--max-queued-calls, ADD and CHECK).", []string{"limit"}, nil),
+	})
+}
+
+type limiterCollector struct {
+	l                                 *sockserve.Limiter
+	inflight, queued, rejected, limit *prometheus.Desc
+}
+
+func (c *limiterCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- c.inflight
+	ch <- c.queued
+	ch <- c.rejected
+	ch <- c.limit
+}
+
+func (c *limiterCollector) Collect(ch chan<- prometheus.Metric) {
+	st, lim := c.l.Stats(), c.l.Limits()
+	for _, class := range []string{"add", "del"} {
+		ch <- prometheus.MustNewConstMetric(c.inflight, prometheus.GaugeValue, float64(st.InFlight[class]), class)
+		ch <- prometheus.MustNewConstMetric(c.queued, prometheus.GaugeValue, float64(st.Queued[class]), class)
+		for _, reason := range []string{sockserve.ReasonQueueFull, sockserve.ReasonWait, sockserve.ReasonStopping} {
+			if class == "del" && reason == sockserve.ReasonQueueFull {
+				continue // never: DELs wait unbounded by the queue
+			}
+			ch <- prometheus.MustNewConstMetric(c.rejected, prometheus.CounterValue, float64(st.Rejected[[2]string{class, reason}]), class, reason)
+		}
+	}
+	ch <- prometheus.MustNewConstMetric(c.limit, prometheus.GaugeValue, float64(lim.MaxInFlight), "inflight")
+	ch <- prometheus.MustNewConstMetric(c.limit, prometheus.GaugeValue, float64(lim.DelReserve), "del_reserved")
+	ch <- prometheus.MustNewConstMetric(c.limit, prometheus.GaugeValue, float64(lim.MaxQueued), "queued")
 }
 
 // IPAMUsage exports the node's IPAM usage from the block caches in dir

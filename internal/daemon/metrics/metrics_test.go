@@ -1,6 +1,7 @@
 package metrics
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"net/http/httptest"
@@ -13,6 +14,7 @@ import (
 	"github.com/containernetworking/cni/pkg/types"
 
 	"github.com/rdmanet/rdmanet/internal/cni/meta"
+	"github.com/rdmanet/rdmanet/internal/daemon/sockserve"
 )
 
 // page is the registry's exposition text.
@@ -184,4 +186,43 @@ func grep(s, sub string) string {
 		}
 	}
 	return strings.Join(out, "\n")
+}
+
+// TestCallLimiter: the limiter's calls in flight, refusals and limits are
+// on the page.
+func TestCallLimiter(t *testing.T) {
+	l, err := sockserve.NewLimiter(sockserve.Limits{MaxInFlight: 2, DelReserve: 1, MaxQueued: 0}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := New()
+	m.CallLimiter(l)
+	ctx := context.Background()
+	relAdd, _, err := l.Admit(ctx, sockserve.Call{Command: "ADD", ContainerID: "a"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer relAdd()
+	relDel, _, err := l.Admit(ctx, sockserve.Call{Command: "DEL", ContainerID: "d"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer relDel()
+	if _, _, err := l.Admit(ctx, sockserve.Call{Command: "ADD", ContainerID: "b"}); !sockserve.IsRejected(err) {
+		t.Fatalf("third call: %v, want refused", err)
+	}
+	p := page(t, m)
+	for _, want := range []string{
+		`rdmanet_daemon_calls_inflight{class="add"} 1`,
+		`rdmanet_daemon_calls_inflight{class="del"} 1`,
+		`rdmanet_daemon_calls_queued{class="add"} 0`,
+		`rdmanet_daemon_calls_rejected_total{class="add",reason="queue_full"} 1`,
+		`rdmanet_daemon_calls_rejected_total{class="del",reason="wait"} 0`,
+		`rdmanet_daemon_calls_limit{limit="inflight"} 2`,
+		`rdmanet_daemon_calls_limit{limit="del_reserved"} 1`,
+	} {
+		if !strings.Contains(p, want) {
+			t.Errorf("page lacks %q", want)
+		}
+	}
 }

@@ -52,6 +52,10 @@ type Server struct {
 	// AnswerMargin is kept from a request's timeout so the answer reaches
 	// the plugin before it stops waiting.
 	AnswerMargin time.Duration
+	// Limiter is the daemon-wide limit on calls in flight, shared with the
+	// meta socket (nil: the one in Serve's ctx, else none): a call past it
+	// gets CNI error 11 and the plugin exits with it (the runtime retries).
+	Limiter *sockserve.Limiter
 
 	serving atomic.Bool
 }
@@ -83,6 +87,7 @@ func (s *Server) Serve(ctx context.Context) error {
 		return err
 	}
 	srv := &sockserve.Server{Handle: s.serveConn, Drain: s.or(s.Drain, DefaultDrain),
+		Limiter: s.Limiter, ReadTimeout: s.or(s.ReadTimeout, DefaultReadTimeout),
 		OnPanic: func(r any) {
 			s.Log.Error("plugin socket: connection panicked", "panic", fmt.Sprint(r), "stack", string(debug.Stack()))
 		}}

@@ -1,18 +1,25 @@
 // Package sockserve is the unix-socket server loop of rdmanet-daemon's two
 // sockets (the meta shim's and the plugins'): a root-only socket, one
-// goroutine per connection with its panics contained, and a bounded drain
-// of the connections in flight when the daemon stops.
+// goroutine per connection with its panics contained, the daemon-wide
+// limit on CNI calls in flight (Limiter), and a bounded drain of the
+// connections in flight when the daemon stops.
 package sockserve
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"os"
 	"path/filepath"
 	"sync"
 	"time"
+
+	"github.com/containernetworking/cni/pkg/types"
+
+	"github.com/rdmanet/rdmanet/internal/daemonclient"
 )
 
 // Listen listens on the unix socket at path, replacing a stale socket file
@@ -88,11 +95,26 @@ type Server struct {
 	OnPanic func(value any)
 	// Drain bounds the wait for connections in flight once ctx ends.
 	Drain time.Duration
-	// MaxConns bounds the connections served at once (0: DefaultMaxConns).
-	// Beyond it the server stops accepting: clients wait in the socket's
-	// backlog, within their own deadlines, until a connection ends.
+	// MaxConns bounds the connections served at once (0: DefaultMaxConns,
+	// or with a Limiter enough for its calls in flight and waiting, and as
+	// many again to refuse). Beyond it the server stops accepting: clients
+	// wait in the socket's backlog, within their own deadlines, until a
+	// connection ends.
 	MaxConns int
+	// Limiter, when set, admits each call (a daemonclient request of
+	// either socket) before Handle runs it: the request is read first
+	// (within ReadTimeout), a refused call is answered with the Limiter's
+	// CNI error (code 11) without Handle, and Handle reads the request as
+	// sent (its timeoutMs less the time it waited). nil: the Limiter of
+	// Serve's ctx (WithLimiter), else every call runs at once.
+	Limiter *Limiter
+	// ReadTimeout bounds reading a request before admission (0:
+	// DefaultReadTimeout).
+	ReadTimeout time.Duration
 }
+
+// DefaultReadTimeout bounds reading one request: clients write it at once.
+const DefaultReadTimeout = 5 * time.Second
 
 // DefaultMaxConns is far above a node's concurrent CNI calls (kubelet
 // starts a few pods at once; a storm of 200 pods stays below it) and bounds
@@ -109,9 +131,20 @@ func (s *Server) Serve(ctx context.Context, lis net.Listener) (drained bool, err
 		lis.Close()
 	}()
 	var inflight sync.WaitGroup
+	lim := s.Limiter
+	if lim == nil {
+		lim = LimiterFrom(ctx)
+	}
+	if lim != nil && lim.lim.MaxInFlight <= 0 {
+		lim = nil // no limit: nothing to read ahead
+	}
 	maxConns := s.MaxConns
 	if maxConns <= 0 {
 		maxConns = DefaultMaxConns
+		if lim != nil {
+			// every admitted and waiting call, and as many to refuse at once
+			maxConns = max(maxConns, 2*(lim.lim.MaxInFlight+lim.lim.MaxQueued))
+		}
 	}
 	slots := make(chan struct{}, maxConns)
 	for {
@@ -139,7 +172,16 @@ func (s *Server) Serve(ctx context.Context, lis net.Listener) (drained bool, err
 					s.OnPanic(r)
 				}
 			}()
-			s.Handle(c)
+			if lim == nil {
+				s.Handle(c)
+				return
+			}
+			conn, release, ok := s.admit(ctx, lim, c)
+			if !ok {
+				return
+			}
+			defer release() // also when Handle panics
+			s.Handle(conn)
 		}()
 	}
 	// Accept may fail before the closing goroutine's Close has removed the
@@ -155,3 +197,48 @@ func (s *Server) Serve(ctx context.Context, lis net.Listener) (drained bool, err
 		return false, err
 	}
 }
+
+// admit reads c's request and takes a slot for its call from lim. It
+// returns the connection Handle reads the request from, and the slot's
+// release; false when the call was refused (and answered).
+func (s *Server) admit(ctx context.Context, lim *Limiter, c net.Conn) (net.Conn, func(), bool) {
+	rt := s.ReadTimeout
+	if rt <= 0 {
+		rt = DefaultReadTimeout
+	}
+	_ = c.SetReadDeadline(time.Now().Add(rt))
+	body, rerr := io.ReadAll(io.LimitReader(c, daemonclient.MaxMessage+1))
+	_ = c.SetReadDeadline(time.Time{})
+	rc := &replayConn{Conn: c, r: io.MultiReader(bytes.NewReader(body), c)}
+	p, isCall := daemonclient.PeekRequest(body)
+	if rerr != nil || len(body) > daemonclient.MaxMessage || !isCall {
+		return rc, func() {}, true // no call: Handle answers what it reads
+	}
+	call := Call{Command: p.Command, ContainerID: p.ContainerID, Timeout: time.Duration(p.TimeoutMs) * time.Millisecond}
+	release, waited, err := lim.Admit(ctx, call)
+	if err != nil {
+		e := types.NewError(types.ErrTryAgainLater, err.Error(), "")
+		if rej := (*RejectedError)(nil); errors.As(err, &rej) {
+			e = rej.CNI
+		}
+		_ = c.SetWriteDeadline(time.Now().Add(rt))
+		_, _ = c.Write(daemonclient.ErrorResponse(e))
+		return nil, nil, false
+	}
+	if waited > 0 && p.TimeoutMs > 0 {
+		if b, err := daemonclient.WithTimeoutMs(body, max(p.TimeoutMs-waited.Milliseconds(), 1)); err == nil {
+			rc.r = io.MultiReader(bytes.NewReader(b), c)
+		}
+	}
+	return rc, release, true
+}
+
+// replayConn is a connection whose request was read ahead: reads give it
+// again, then what the connection has after it (EOF: clients close their
+// write side after the request).
+type replayConn struct {
+	net.Conn
+	r io.Reader
+}
+
+func (c *replayConn) Read(p []byte) (int, error) { return c.r.Read(p) }

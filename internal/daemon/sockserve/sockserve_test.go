@@ -2,12 +2,18 @@ package sockserve
 
 import (
 	"context"
+	"fmt"
 	"net"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/containernetworking/cni/pkg/types"
+
+	"github.com/rdmanet/rdmanet/internal/daemonclient"
 )
 
 func TestListenModes(t *testing.T) {
@@ -187,5 +193,177 @@ func TestServeContainsPanics(t *testing.T) {
 	}
 	if panics.Load() != 2 {
 		t.Fatalf("panics reported %d, want 2", panics.Load())
+	}
+}
+
+// limitedServer serves sock with handle under limiter l: as the field
+// when field, else through Serve's ctx (WithLimiter), as rdmanet-daemon
+// passes it to the meta socket.
+func limitedServer(t *testing.T, sock string, l *Limiter, field bool, handle func(net.Conn)) {
+	t.Helper()
+	lis, err := Listen(sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := &Server{Handle: handle, Drain: 10 * time.Second, ReadTimeout: 5 * time.Second}
+	ctx, cancel := context.WithCancel(context.Background())
+	if field {
+		srv.Limiter = l
+	} else {
+		ctx = WithLimiter(ctx, l)
+	}
+	done := make(chan bool, 1)
+	go func() { d, _ := srv.Serve(ctx, lis); done <- d }()
+	t.Cleanup(func() {
+		cancel()
+		if !<-done {
+			t.Errorf("%s: not drained", sock)
+		}
+	})
+}
+
+// metaHandler answers shim requests: ADD of container "hold" waits for
+// gate, of "boom" panics; each request's timeoutMs goes to seen.
+func metaHandler(gate <-chan struct{}, seen chan<- daemonclient.Request) func(net.Conn) {
+	return func(c net.Conn) {
+		var req daemonclient.Request
+		_ = daemonclient.Answer(c, 5*time.Second, &req, func(readErr error) any {
+			if readErr != nil {
+				return daemonclient.Response{Error: types.NewError(types.ErrDecodingFailure, readErr.Error(), "")}
+			}
+			if seen != nil {
+				seen <- req
+			}
+			switch req.ContainerID {
+			case "hold":
+				<-gate
+			case "boom":
+				panic("boom")
+			}
+			return daemonclient.Response{Result: []byte(`{"cniVersion":"1.0.0"}`)}
+		})
+	}
+}
+
+func metaCall(t *testing.T, sock, cmd, id string, timeoutMs int64) (daemonclient.Response, error) {
+	t.Helper()
+	var resp daemonclient.Response
+	err := daemonclient.Exchange(sock, time.Second, time.Minute, daemonclient.Request{Version: daemonclient.Version, Command: cmd, ContainerID: id, TimeoutMs: timeoutMs}, &resp)
+	return resp, err
+}
+
+func waitStats(t *testing.T, l *Limiter, what string, ok func(Stats) bool) {
+	t.Helper()
+	for deadline := time.Now().Add(30 * time.Second); !ok(l.Stats()); time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("limiter never reached %s: %+v", what, l.Stats())
+		}
+	}
+}
+
+// TestServeLimitedPanicFreesSlot: a handler that panics gives its slot
+// back; the next call runs.
+func TestServeLimitedPanicFreesSlot(t *testing.T) {
+	l, err := NewLimiter(Limits{MaxInFlight: 1, MaxQueued: 0}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sock := filepath.Join(t.TempDir(), "d.sock")
+	limitedServer(t, sock, l, true, metaHandler(nil, nil))
+	for i := range 3 {
+		if _, err := metaCall(t, sock, "ADD", "boom", 0); err == nil {
+			t.Fatalf("call %d: a panicking handler answered", i)
+		}
+		resp, err := metaCall(t, sock, "ADD", fmt.Sprintf("ok%d", i), 0)
+		if err != nil || resp.Error != nil {
+			t.Fatalf("call %d after a panic: %v %+v, want it run (the slot given back)", i, err, resp.Error)
+		}
+	}
+	if s := l.Stats(); s.InFlight["add"] != 0 || s.Queued["add"] != 0 {
+		t.Errorf("slots after the calls: %+v, want none held", s)
+	}
+}
+
+// TestServeLimitAcrossSockets: one limiter over the meta socket (through
+// ctx) and the plugin socket (its field): the meta call's ADD slot is the
+// only one, so another container's plugin ADD is refused with code 11
+// while its own delegate's plugin call and a DEL run.
+func TestServeLimitAcrossSockets(t *testing.T) {
+	l, err := NewLimiter(Limits{MaxInFlight: 2, DelReserve: 1, MaxQueued: 0}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	metaSock, pluginSock := filepath.Join(dir, "meta.sock"), filepath.Join(dir, "plugins.sock")
+	gate := make(chan struct{})
+	limitedServer(t, metaSock, l, false, metaHandler(gate, nil))
+	limitedServer(t, pluginSock, l, true, func(c net.Conn) {
+		var req daemonclient.PluginRequest
+		_ = daemonclient.Answer(c, 5*time.Second, &req, func(error) any { return daemonclient.PluginResponse{Stdout: []byte("ok")} })
+	})
+	held := make(chan error, 1)
+	go func() {
+		resp, err := metaCall(t, metaSock, "ADD", "hold", 0)
+		if err == nil && resp.Error != nil {
+			err = resp.Error
+		}
+		held <- err
+	}()
+	waitStats(t, l, "the meta ADD holding its slot", func(s Stats) bool { return s.InFlight["add"] == 1 })
+	plugin := func(cmd, id string) daemonclient.PluginResponse {
+		t.Helper()
+		var resp daemonclient.PluginResponse
+		req := daemonclient.PluginRequest{Version: daemonclient.PluginVersion, Plugin: "sriov", Env: []string{"CNI_COMMAND=" + cmd, "CNI_CONTAINERID=" + id}, TimeoutMs: 60000}
+		if err := daemonclient.Exchange(pluginSock, time.Second, time.Minute, req, &resp); err != nil {
+			t.Fatalf("plugin %s %s: %v", cmd, id, err)
+		}
+		return resp
+	}
+	if r := plugin("ADD", "hold"); r.Error != nil || string(r.Stdout) != "ok" {
+		t.Errorf("the held container's delegate call: %+v, want it run", r)
+	}
+	r := plugin("ADD", "other")
+	if r.Error == nil || r.Error.Code != types.ErrTryAgainLater || !strings.Contains(r.Error.Msg, "--"+FlagMaxInFlight) {
+		t.Errorf("another container's ADD: %+v, want CNI error 11 naming --%s", r, FlagMaxInFlight)
+	}
+	if r := plugin("DEL", "gone"); r.Error != nil {
+		t.Errorf("DEL while the ADD slot is held: %+v, want it run from the reserve", r)
+	}
+	close(gate)
+	if err := <-held; err != nil {
+		t.Errorf("the held meta ADD: %v", err)
+	}
+	waitStats(t, l, "no slot held", func(s Stats) bool { return s.InFlight["add"] == 0 && s.InFlight["del"] == 0 })
+}
+
+// TestServeWaitShortensTimeout: a call that waited for a slot reaches its
+// handler with the wait its client has left.
+func TestServeWaitShortensTimeout(t *testing.T) {
+	l, err := NewLimiter(Limits{MaxInFlight: 1, MaxQueued: 1, MaxWait: time.Hour}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sock := filepath.Join(t.TempDir(), "d.sock")
+	gate := make(chan struct{})
+	seen := make(chan daemonclient.Request, 2)
+	limitedServer(t, sock, l, true, metaHandler(gate, seen))
+	first := make(chan error, 1)
+	go func() { _, err := metaCall(t, sock, "ADD", "hold", 0); first <- err }()
+	if r := <-seen; r.ContainerID != "hold" {
+		t.Fatalf("first call seen as %+v", r)
+	}
+	second := make(chan error, 1)
+	go func() { _, err := metaCall(t, sock, "ADD", "next", 60000); second <- err }()
+	waitStats(t, l, "the second call waiting", func(s Stats) bool { return s.Queued["add"] == 1 })
+	time.Sleep(5 * time.Millisecond) // it has waited at least this long
+	close(gate)
+	r := <-seen
+	if r.ContainerID != "next" || r.TimeoutMs <= 0 || r.TimeoutMs > 60000-5 {
+		t.Errorf("the waited call reached its handler with timeoutMs %d (%+v), want 60000 less its wait", r.TimeoutMs, r)
+	}
+	for _, ch := range []chan error{first, second} {
+		if err := <-ch; err != nil {
+			t.Error(err)
+		}
 	}
 }
