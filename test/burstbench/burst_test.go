@@ -27,6 +27,7 @@ var (
 	flagImpls     = flag.String("burst.impls", strings.Join(Impls, ","), "impls, run alternately row by row")
 	flagAttempts  = flag.Int("burst.attempts", 4, "ADDs per pod at most (a failed ADD is torn down and retried)")
 	flagConnLimit = flag.Int("burst.multus-connection-limit", 0, "multus-daemon's connectionLimit (0: unset, upstream's default)")
+	flagDaemon    = flag.String("burst.rdmanet-daemon-args", "", "extra flags of rdmanet-daemon, space-separated (e.g. its limits on calls: --max-inflight-calls=32 --max-queued-calls=128)")
 )
 
 var (
@@ -104,7 +105,7 @@ func TestBurst(t *testing.T) {
 		t.Fatalf("-burst.rails: %v", err)
 	}
 	impls := strings.Split(*flagImpls, ",")
-	o := Options{Attempts: *flagAttempts, MultusConnectionLimit: *flagConnLimit,
+	o := Options{Attempts: *flagAttempts, MultusConnectionLimit: *flagConnLimit, RdmanetDaemonArgs: strings.Fields(*flagDaemon),
 		Progress: func(s string) { fmt.Fprintln(os.Stderr, "bench-burst progress:", s) }}
 	res := runBench(t, impls, pods, rails, *flagRuns, *flagVFs, o)
 	for _, np := range pods {

@@ -40,7 +40,7 @@ func NewImpl(t testing.TB, n *Node, name string, o Options) Impl {
 	t.Helper()
 	switch name {
 	case "rdmanet":
-		return &rdmanetImpl{n: n}
+		return &rdmanetImpl{n: n, args: o.RdmanetDaemonArgs}
 	case "multus":
 		return newMultus(t, n, o)
 	}
@@ -52,7 +52,10 @@ func NewImpl(t testing.TB, n *Node, name string, o Options) Impl {
 // `rdmanet` shim forwarding to it over daemonSocket, as the node runs them
 // (deploy/): the daemon runs rdmanet's own delegates in-process and execs
 // the others (bridge, macvlan, host-local).
-type rdmanetImpl struct{ n *Node }
+type rdmanetImpl struct {
+	n    *Node
+	args []string // extra flags of rdmanet-daemon
+}
 
 func (*rdmanetImpl) Name() string { return "rdmanet" }
 
@@ -72,8 +75,9 @@ func (r *rdmanetImpl) Start(t testing.TB, tag string) (*Daemon, *libcni.NetworkC
 	confFile := filepath.Join(dir, "rdmanet.conf")
 	writeJSON(t, confFile, conf)
 	port := freePort(t, n.Host)
-	cmd := exec.Command(filepath.Join(n.BinDir, "rdmanet-daemon"), "--config", confFile, "--node-name", NodeName, "--log-level", "info",
-		"--plugin-socket", filepath.Join(dir, "plugins.sock"), "--metrics-addr", fmt.Sprintf("127.0.0.1:%d", port), "--ipam-state-dir", "")
+	args := append([]string{"--config", confFile, "--node-name", NodeName, "--log-level", "info",
+		"--plugin-socket", filepath.Join(dir, "plugins.sock"), "--metrics-addr", fmt.Sprintf("127.0.0.1:%d", port), "--ipam-state-dir", ""}, r.args...)
+	cmd := exec.Command(filepath.Join(n.BinDir, "rdmanet-daemon"), args...)
 	d := startDaemon(t, n.Host, "rdmanet-daemon", cmd, filepath.Join(dir, "daemon.log"), fmt.Sprintf("http://127.0.0.1:%d/metrics", port), os.Interrupt)
 	if err := d.waitMetrics(60 * time.Second); err != nil {
 		t.Fatal(err)

@@ -165,6 +165,8 @@ func FailReason(err error) string {
 	msg := err.Error()
 	low := strings.ToLower(msg)
 	switch {
+	case strings.Contains(msg, "--max-inflight-calls"):
+		return "daemon-limit" // rdmanet-daemon refused it (CNI error 11): the runtime retries
 	case strings.Contains(low, "podresources") || strings.Contains(low, "pod resources"):
 		if strings.Contains(low, "deadline") || strings.Contains(low, "timeout") {
 			return "podresources-timeout"

@@ -34,6 +34,9 @@ type Options struct {
 	// MultusConnectionLimit is multus-daemon's connectionLimit (0: unset,
 	// upstream's default: no limit).
 	MultusConnectionLimit int
+	// RdmanetDaemonArgs are extra flags of rdmanet-daemon (e.g. its limits
+	// on calls in flight: --max-inflight-calls=32).
+	RdmanetDaemonArgs []string
 	// Progress gets one line per run of a row (nil: none).
 	Progress func(string)
 }
