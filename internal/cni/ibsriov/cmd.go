@@ -7,7 +7,7 @@ import (
 	"sync"
 
 	"github.com/containernetworking/cni/pkg/skel"
-	"github.com/containernetworking/cni/pkg/types"
+	current "github.com/containernetworking/cni/pkg/types/100"
 	"github.com/containernetworking/cni/pkg/version"
 
 	"github.com/rdmanet/rdmanet/internal/cni/sriov"
@@ -59,10 +59,8 @@ func Funcs(p *Plugin, buildErr error) skel.CNIFuncs { return verbs.Skel(p.Run, b
 
 // Run runs one CNI verb and returns what the binary prints on stdout.
 func (p *Plugin) Run(cmd string, a *skel.CmdArgs) ([]byte, error) {
-	return verbs.Verbs{
-		Add:        func(a *skel.CmdArgs) (types.Result, error) { return p.Add(a) },
-		Del:        p.Del,
-		Check:      p.Check,
-		CNIVersion: func(stdin []byte) string { c, _ := ParseLoose(stdin); return c.CNIVersion },
-	}.Run(cmd, a)
+	return verbs.Cmd[*Config, *current.Result]{Add: p.Add, Del: p.Del, Check: p.Check, ParseLoose: ParseLoose}.Run(cmd, a)
 }
+
+// Header is the config's cniVersion and network name (verbs.Config).
+func (c *Config) Header() (cniVersion, network string) { return c.CNIVersion, c.Name }

@@ -29,41 +29,22 @@ func FromEnv(getenv func(string) string) (*Plugin, error) {
 	return &Plugin{Sysfs: e.Sysfs, IPoIB: netops.IPoIBOf(e.Ops), RDMA: e.Ops.RDMA, IPAM: ExecIPAM{}, Fault: e.Fault, Warnf: e.Warnf}, nil
 }
 
-// Funcs adapts the plugin (or the error building it) to skel.
-func Funcs(p *Plugin, buildErr error) skel.CNIFuncs { return verbs.Skel(p.Run, buildErr) }
-
 // Run runs one CNI verb of a plugin built from getenv and returns what the
 // binary prints on stdout. ipam, when not nil, replaces the exec'd IPAM
 // plugin (an in-process caller delegates with the call's environment).
 func Run(cmd string, args *skel.CmdArgs, getenv func(string) string, ipam IPAM) ([]byte, error) {
-	p, err := FromEnv(getenv)
-	if err != nil {
-		return nil, err
-	}
-	if ipam != nil {
-		p.IPAM = ipam
-	}
-	return p.Run(cmd, args)
+	return verbs.RunFromEnv(FromEnv, getenv, func(p *Plugin) { p.IPAM = verbs.Or[IPAM](ipam, p.IPAM) }, cmd, args)
 }
+
+// Funcs adapts the plugin (or the error building it) to skel.
+func Funcs(p *Plugin, buildErr error) skel.CNIFuncs { return verbs.Skel(p.Run, buildErr) }
 
 // Run runs one CNI verb and returns what the binary prints on stdout. An
 // ADD first warns (CNI log) about every config key the plugin does not read.
 func (p *Plugin) Run(cmd string, a *skel.CmdArgs) ([]byte, error) {
-	if cmd == "ADD" {
-		verbs.WarnUnknownKeys(p.warnf, a, network(a.StdinData), UnknownKeys(a.StdinData), "the ipoib keys are listed in docs/infiniband.md")
-	}
-	return verbs.Verbs{
-		Add:        func(a *skel.CmdArgs) (types.Result, error) { return p.Add(a) },
-		Del:        p.Del,
-		Check:      p.Check,
-		CNIVersion: func(stdin []byte) string { c, _ := ParseLoose(stdin); return c.CNIVersion },
-	}.Run(cmd, a)
+	return verbs.Cmd[*Config, types.Result]{Add: p.Add, Del: p.Del, Check: p.Check, ParseLoose: ParseLoose,
+		UnknownKeys: UnknownKeys, KeysDoc: "the ipoib keys are listed in docs/infiniband.md", Warnf: p.warnf}.Run(cmd, a)
 }
 
-// network is the config's network name ("" when it does not read).
-func network(stdin []byte) string {
-	if c, err := ParseLoose(stdin); err == nil {
-		return c.Name
-	}
-	return ""
-}
+// Header is the config's cniVersion and network name (verbs.Config).
+func (c *Config) Header() (cniVersion, network string) { return c.CNIVersion, c.Name }

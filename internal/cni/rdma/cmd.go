@@ -33,31 +33,15 @@ func Funcs(p *Plugin, buildErr error) skel.CNIFuncs { return verbs.Skel(p.Run, b
 // config's cniVersion, nothing for DEL and CHECK. The CNI_* checks skel
 // does before a verb are the caller's.
 func Run(cmd string, args *skel.CmdArgs, getenv func(string) string) ([]byte, error) {
-	p, err := FromEnv(getenv)
-	if err != nil {
-		return nil, err
-	}
-	return p.Run(cmd, args)
+	return verbs.RunFromEnv(FromEnv, getenv, nil, cmd, args)
 }
 
 // Run runs one CNI verb and returns what the binary prints on stdout. An
 // ADD first warns (CNI log) about every config key the plugin does not read.
 func (p *Plugin) Run(cmd string, a *skel.CmdArgs) ([]byte, error) {
-	if cmd == "ADD" {
-		verbs.WarnUnknownKeys(verbs.Stderr, a, network(a.StdinData), UnknownKeys(a.StdinData), "the upstream RDMA CNI keys are listed in docs/cni.md")
-	}
-	return verbs.Verbs{
-		Add:        func(a *skel.CmdArgs) (types.Result, error) { return p.Add(a) },
-		Del:        p.Del,
-		Check:      p.Check,
-		CNIVersion: func(stdin []byte) string { c, _ := ParseLoose(stdin); return c.CNIVersion },
-	}.Run(cmd, a)
+	return verbs.Cmd[*Config, types.Result]{Add: p.Add, Del: p.Del, Check: p.Check, ParseLoose: ParseLoose,
+		UnknownKeys: UnknownKeys, KeysDoc: "the upstream RDMA CNI keys are listed in docs/cni.md"}.Run(cmd, a)
 }
 
-// network is the config's network name ("" when it does not read).
-func network(stdin []byte) string {
-	if c, err := ParseLoose(stdin); err == nil {
-		return c.Name
-	}
-	return ""
-}
+// Header is the config's cniVersion and network name (verbs.Config).
+func (c *Config) Header() (cniVersion, network string) { return c.CNIVersion, c.Name }
