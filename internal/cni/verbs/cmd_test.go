@@ -70,7 +70,9 @@ func TestCmdRun(t *testing.T) {
 				Warnf:      func(f string, a ...any) { warned = append(warned, fmt.Sprintf(f, a...)) },
 			}
 			if tc.keys {
-				c.UnknownKeys = func([]byte) []confkeys.Finding { return []confkeys.Finding{{Plugin: "t", Key: "vlan_id", Hint: "vlan"}} }
+				c.UnknownKeys = func([]byte) []confkeys.Finding {
+					return []confkeys.Finding{{Plugin: "t", Key: "vlan_id", Hint: "vlan"}}
+				}
 			}
 			out, err := c.Run(tc.cmd, &skel.CmdArgs{ContainerID: "c1", StdinData: []byte(tc.stdin)})
 			if tc.wantErr != "" {
@@ -92,7 +94,9 @@ func TestCmdRun(t *testing.T) {
 
 type runner struct{ ipam string }
 
-func (r *runner) Run(cmd string, _ *skel.CmdArgs) ([]byte, error) { return []byte(cmd + " " + r.ipam), nil }
+func (r *runner) Run(cmd string, _ *skel.CmdArgs) ([]byte, error) {
+	return []byte(cmd + " " + r.ipam), nil
+}
 
 func TestRunFromEnv(t *testing.T) {
 	built := errors.New("RDMANET_NETOPS refused")
