@@ -105,8 +105,14 @@ func (e *ExhaustedError) Is(target error) bool { return target == ErrExhausted }
 //
 // When r has a gateway, it is first reserved in the store (once per node and
 // pool, remembered in StateDir), so no range of the network hands it out.
+//
+// With a StateDir, concurrent calls of this process for the same node,
+// pool and range share the node lock and the block write (batch.go).
 func (a *Allocator) Allocate(ctx context.Context, network string, r *Range, owner Owner) (netip.Addr, error) {
 	pool := r.Pool(network)
+	if a.StateDir != "" {
+		return a.allocateBatched(ctx, pool, r, owner)
+	}
 	unlock, err := a.lock(ctx, pool)
 	if err != nil {
 		return netip.Addr{}, err
