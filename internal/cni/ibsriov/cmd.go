@@ -10,7 +10,6 @@ import (
 	current "github.com/containernetworking/cni/pkg/types/100"
 	"github.com/containernetworking/cni/pkg/version"
 
-	"github.com/rdmanet/rdmanet/internal/cni/sriov"
 	"github.com/rdmanet/rdmanet/internal/cni/verbs"
 	"github.com/rdmanet/rdmanet/internal/guidpool"
 	rdmaipam "github.com/rdmanet/rdmanet/internal/ipam"
@@ -39,7 +38,7 @@ func FromEnv(getenv func(string) string) (*Plugin, error) {
 	if !ok {
 		return nil, fmt.Errorf("ib-sriov: the VF implementation %T cannot set InfiniBand GUIDs", e.Ops.VF)
 	}
-	p := &Plugin{Sysfs: e.Sysfs, VF: e.Ops.VF, IB: ib, RDMA: e.Ops.RDMA, IPAM: sriov.ExecIPAM{}, StateDir: e.StateDir, Fault: e.Fault, Warnf: e.Warnf}
+	p := &Plugin{Sysfs: e.Sysfs, VF: e.Ops.VF, IB: ib, RDMA: e.Ops.RDMA, IPAM: verbs.ExecIPAM{}, StateDir: e.StateDir, Fault: e.Fault, Warnf: e.Warnf}
 	p.Pool = sync.OnceValues(func() (*guidpool.Pool, error) {
 		cfg, err := guidpool.FromEnv(getenv)
 		if err != nil || cfg == nil {

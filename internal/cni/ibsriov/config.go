@@ -10,7 +10,6 @@
 package ibsriov
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
 	"strconv"
@@ -18,36 +17,27 @@ import (
 
 	"github.com/containernetworking/cni/pkg/types"
 
+	"github.com/rdmanet/rdmanet/internal/cni/cniconf"
 	"github.com/rdmanet/rdmanet/internal/guidpool"
-	"github.com/rdmanet/rdmanet/internal/sysfs"
 )
 
 // Validation errors; every error from Parse wraps one in a *ConfigError.
 var (
-	ErrMissingDeviceID = errors.New("missing deviceID")
-	ErrBadDeviceID     = errors.New("invalid deviceID")
+	ErrMissingDeviceID = cniconf.ErrMissingDeviceID
+	ErrBadDeviceID     = cniconf.ErrBadDeviceID
 	ErrBadGUID         = errors.New("invalid GUID")
-	ErrBadPKey         = errors.New("invalid pkey")
-	ErrBadLinkState    = errors.New("invalid link_state")
-	ErrBadJSON         = errors.New("malformed config")
+	ErrBadPKey         = cniconf.ErrBadPKey
+	ErrBadLinkState    = cniconf.ErrBadLinkState
+	ErrBadJSON         = cniconf.ErrBadJSON
 	ErrVfio            = errors.New("vfio-pci mode not supported")
 	ErrIBKubernetes    = errors.New("ib-kubernetes has not configured the pod")
 )
 
 // ConfigError names the field, the value, the rule and the fix.
-type ConfigError struct {
-	Field, Value, Rule, Fix string
-	Err                     error
-}
-
-func (e *ConfigError) Error() string {
-	return fmt.Sprintf("ib-sriov config: field %q = %s: %s; fix: %s", e.Field, e.Value, e.Rule, e.Fix)
-}
-
-func (e *ConfigError) Unwrap() error { return e.Err }
+type ConfigError = cniconf.Error
 
 func cfgErr(err error, field, value, rule, fix string) error {
-	return &ConfigError{Field: field, Value: value, Rule: rule, Fix: fix, Err: err}
+	return cniconf.Refuse("ib-sriov", err, field, value, rule, fix)
 }
 
 // IBKubernetesAnnotation is the CNI arg ib-kubernetes sets to "configured"
@@ -113,9 +103,8 @@ func ParseLoose(stdin []byte) (*Config, error) { return parse(stdin) }
 
 func parse(stdin []byte) (*Config, error) {
 	var n NetConf
-	if err := json.Unmarshal(stdin, &n); err != nil {
-		return nil, &ConfigError{Field: "(config)", Value: "stdin", Rule: "must be a JSON object: " + err.Error(),
-			Fix: "check the NAD's spec.config JSON", Err: fmt.Errorf("%w: %w", ErrBadJSON, err)}
+	if err := cniconf.Decode("ib-sriov", stdin, &n); err != nil {
+		return nil, err
 	}
 	c := &Config{CNIVersion: n.CNIVersion, Name: n.Name, IPAMType: n.IPAM.Type, RdmaIsolation: n.RdmaIsolation,
 		IBKubernetesEnabled: n.IBKubernetesEnabled, IBKubernetesConfigured: n.Args.CNI[IBKubernetesAnnotation] == IBKubernetesConfigured}
@@ -123,13 +112,9 @@ func parse(stdin []byte) (*Config, error) {
 		return nil, cfgErr(ErrVfio, "vfioPciMode", "true", "rdmanet's ib-sriov serves kernel-driver VFs and IB-only functions, not VFIO passthrough",
 			"drop vfioPciMode and bind the VF to mlx5_core, or keep ib-sriov-cni for VFIO (KubeVirt) networks")
 	}
-	c.DeviceID = n.DeviceID
-	if n.RuntimeConfig.DeviceID != "" {
-		c.DeviceID = n.RuntimeConfig.DeviceID
-	}
-	if c.DeviceID != "" && !sysfs.ValidBDF(c.DeviceID) {
-		return nil, cfgErr(ErrBadDeviceID, "deviceID", strconv.Quote(c.DeviceID), "must be a full PCI address, e.g. 0000:c1:00.2",
-			"the device plugin pool must hand out PCI addresses; check its config")
+	var err error
+	if c.DeviceID, err = cniconf.Device("ib-sriov", n.DeviceID, n.RuntimeConfig.DeviceID); err != nil {
+		return nil, err
 	}
 	g, field := n.RuntimeConfig.InfinibandGUID, "runtimeConfig.infinibandGUID"
 	if g == "" {

@@ -2,7 +2,6 @@ package ibsriov
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
@@ -12,7 +11,6 @@ import (
 	current "github.com/containernetworking/cni/pkg/types/100"
 	"github.com/containernetworking/plugins/pkg/ns"
 
-	"github.com/rdmanet/rdmanet/internal/cni/sriov"
 	"github.com/rdmanet/rdmanet/internal/cni/verbs"
 	"github.com/rdmanet/rdmanet/internal/cni/vfrecord"
 	"github.com/rdmanet/rdmanet/internal/guidpool"
@@ -43,7 +41,7 @@ var (
 	ErrInUse        = errors.New("IB function in use")
 	ErrNoGUID       = errors.New("no usable GUID")
 	ErrNoRDMADevice = errors.New("function has no RDMA device")
-	ErrNotExclusive = errors.New("RDMA subsystem not in exclusive netns mode")
+	ErrNotExclusive = verbs.ErrNotExclusive
 )
 
 // Plugin holds what the verbs run over.
@@ -54,7 +52,7 @@ type Plugin struct {
 	RDMA  netops.RDMA
 	// IPAM runs the IPAM plugin (the sriov plugin's: exec'd from CNI_PATH,
 	// or delegated in-process by the daemon).
-	IPAM     sriov.IPAM
+	IPAM     verbs.RecordIPAM
 	StateDir string
 	// Pool returns the node's GUID pool; nil (or a nil pool) means none is
 	// configured. Called only when a pod names no GUID.
@@ -66,15 +64,12 @@ type Plugin struct {
 
 // Record is the per-function cache entry: everything DEL needs to undo ADD.
 type Record struct {
-	ContainerID string `json:"containerID"`
-	IfName      string `json:"ifName"`
-	Netns       string `json:"netns"`
-	DeviceID    string `json:"deviceID"`
-	IsVF        bool   `json:"isVF"`
-	PFBDF       string `json:"pfBDF,omitempty"`
-	PF          string `json:"pf,omitempty"` // PF netdev ("" when the PF has none)
-	VFIndex     int    `json:"vfIndex"`
-	Driver      string `json:"driver,omitempty"`
+	vfrecord.Attachment
+	IsVF    bool   `json:"isVF"`
+	PFBDF   string `json:"pfBDF,omitempty"`
+	PF      string `json:"pf,omitempty"` // PF netdev ("" when the PF has none)
+	VFIndex int    `json:"vfIndex"`
+	Driver  string `json:"driver,omitempty"`
 	// Netdev is the function's IPoIB netdev in the host ("" for IB-only).
 	Netdev  string `json:"netdev,omitempty"`
 	RDMADev string `json:"rdmaDev,omitempty"`
@@ -85,29 +80,18 @@ type Record struct {
 	NetdevWasUp  bool   `json:"netdevWasUp,omitempty"`
 	NetdevOrigMT int    `json:"netdevMTU,omitempty"`
 	// What ADD did.
-	GUID         string          `json:"guid,omitempty"` // GUID set on the VF ("" when left)
-	GUIDFromPool bool            `json:"guidFromPool,omitempty"`
-	Owner        rdmaipam.Owner  `json:"owner"`
-	RDMAMoved    bool            `json:"rdmaMoved,omitempty"`
-	Conf         Config          `json:"conf"`
-	Stdin        []byte          `json:"stdin"`
-	Result       json.RawMessage `json:"result,omitempty"`
+	GUID         string         `json:"guid,omitempty"` // GUID set on the VF ("" when left)
+	GUIDFromPool bool           `json:"guidFromPool,omitempty"`
+	Owner        rdmaipam.Owner `json:"owner"`
+	RDMAMoved    bool           `json:"rdmaMoved,omitempty"`
+	vfrecord.Call
+	Conf Config `json:"conf"`
 }
 
-func (p *Plugin) warnf(format string, args ...any) {
-	if p.Warnf != nil {
-		p.Warnf(format, args...)
-	}
-}
+func (p *Plugin) warnf(format string, args ...any) { verbs.Warn(p.Warnf, format, args...) }
 
 func (p *Plugin) records() vfrecord.Store[Record] {
-	return vfrecord.Store[Record]{
-		Dir:         p.StateDir,
-		Plugin:      "ib-sriov",
-		CorruptHint: " (remove it after checking the VF's GUID by hand)",
-		NameCaller:  true,
-		Owner:       func(r *Record) (string, string) { return r.ContainerID, r.IfName },
-	}
+	return vfrecord.Store[Record]{Dir: p.StateDir, Plugin: "ib-sriov", CorruptHint: " (remove it after checking the VF's GUID by hand)", NameCaller: true}
 }
 
 // fn is what sysfs says about the function.
@@ -188,7 +172,7 @@ func ctxTimeout() (context.Context, context.CancelFunc) {
 }
 
 // Add gives the pod the function named by the config.
-func (p *Plugin) Add(args *skel.CmdArgs) (_ *current.Result, err error) {
+func (p *Plugin) Add(args *skel.CmdArgs) (*current.Result, error) {
 	conf, err := Parse(args.StdinData)
 	if err != nil {
 		return nil, err
@@ -205,213 +189,182 @@ func (p *Plugin) Add(args *skel.CmdArgs) (_ *current.Result, err error) {
 	if err != nil {
 		return nil, err
 	}
-	records := p.records()
-	held, err := verbs.OpenAddRecord(args.Netns, records, conf.DeviceID, p.reclaim)
-	if err != nil {
-		return nil, err
-	}
-	defer held.Close()
-	podNS, hostNS := held.PodNS, held.HostNS
-	rec := &Record{ContainerID: args.ContainerID, IfName: args.IfName, Netns: args.Netns, DeviceID: conf.DeviceID,
-		IsVF: f.isVF, PFBDF: f.pfBDF, PF: f.pf, VFIndex: f.index, Driver: f.driver, Netdev: f.netdev, RDMADev: f.rdmaDev,
-		Owner: owner, Conf: *conf, Stdin: args.StdinData}
-	node, port, err := p.currentGUIDs(f.rdmaDev)
-	if err != nil {
-		return nil, err
-	}
-	rec.NodeGUID, rec.PortGUID = node.String(), port.String()
-	if f.netdev != "" {
-		l, err := netops.LinkByName(f.netdev)
-		if errors.Is(err, netops.ErrLinkNotFound) {
-			return nil, fmt.Errorf("%w: %s's IPoIB netdev %s is not in the host namespace (another pod holds it?): %w", ErrInUse, conf.DeviceID, f.netdev, err)
-		}
+	return verbs.AddRecorded(args.Netns, p.records(), conf.DeviceID, p.Fault, p.reclaim, func(at *verbs.Attach[Record]) (*current.Result, error) {
+		podNS, hostNS := at.PodNS, at.HostNS
+		rec := &Record{Attachment: vfrecord.AttachmentOf(args, conf.DeviceID),
+			IsVF: f.isVF, PFBDF: f.pfBDF, PF: f.pf, VFIndex: f.index, Driver: f.driver, Netdev: f.netdev, RDMADev: f.rdmaDev,
+			Owner: owner, Conf: *conf, Call: vfrecord.Call{Stdin: args.StdinData}}
+		node, port, err := p.currentGUIDs(f.rdmaDev)
 		if err != nil {
 			return nil, err
 		}
-		rec.NetdevWasUp, rec.NetdevOrigMT = l.Up, l.MTU
-	}
-	if f.pf == "" && (conf.LinkState != "" || conf.GUID != 0) {
-		return nil, fmt.Errorf("function %s: its PF %s has no netdev in the host namespace, so its GUID and link state cannot be set through it; "+
-			"drop infiniband-guid and link_state for this IB-only network, or load ib_ipoib so the PF has a netdev", conf.DeviceID, f.pfBDF)
-	}
-	if f.isVF && f.pf != "" {
-		st, err := p.VF.VFState(f.pf, f.index)
-		if err != nil {
-			return nil, fmt.Errorf("read VF %d of %s: %w", f.index, f.pf, err)
-		}
-		rec.LinkState = st.LinkState
-	}
-	if err := records.Write(rec.DeviceID, rec); err != nil {
-		return nil, err
-	}
-	success := false
-	defer func() {
-		if success {
-			return
-		}
-		if rbErr := p.teardown(rec, hostNS, podNS, args.StdinData); rbErr != nil {
-			err = fmt.Errorf("%w; rollback also failed (the record %s is kept for DEL): %w", err, records.Path(rec.DeviceID), rbErr)
-			return
-		}
-		if rmErr := records.Remove(rec.DeviceID); rmErr != nil {
-			err = fmt.Errorf("%w; rollback: %w", err, rmErr)
-		}
-	}()
-	step := func(name string) error { return p.Fault.Hit(name) }
-	if err := step(StepCache); err != nil {
-		return nil, err
-	}
-
-	// The GUID: the pod's, else the pool's, else the VF's own.
-	guid := conf.GUID
-	if guid == 0 && f.isVF && f.pf != "" {
-		if conf.IBKubernetesEnabled {
-			return nil, fmt.Errorf("%w: ibKubernetesEnabled is true but the pod names no GUID (infiniband-guid); ib-kubernetes must provide it", ErrNoGUID)
-		}
-		pool, err := p.pool()
-		if err != nil {
-			return nil, err
-		}
-		if pool != nil {
-			ctx, cancel := ctxTimeout()
-			g, err := pool.Allocate(ctx, owner)
-			cancel()
-			if err != nil {
-				return nil, fmt.Errorf("%w for VF %s: %w", ErrNoGUID, conf.DeviceID, err)
+		rec.NodeGUID, rec.PortGUID = node.String(), port.String()
+		if f.netdev != "" {
+			l, err := netops.LinkByName(f.netdev)
+			if errors.Is(err, netops.ErrLinkNotFound) {
+				return nil, fmt.Errorf("%w: %s's IPoIB netdev %s is not in the host namespace (another pod holds it?): %w", ErrInUse, conf.DeviceID, f.netdev, err)
 			}
-			guid, rec.GUIDFromPool = g, true
-			rec.GUID = g.String()
-			if err := records.Write(rec.DeviceID, rec); err != nil {
-				return nil, err
-			}
-			ctx, cancel = ctxTimeout()
-			err = pool.RunHook(ctx, p.hookEvent(guidpool.ActionAllocate, rec))
-			cancel()
 			if err != nil {
 				return nil, err
 			}
+			rec.NetdevWasUp, rec.NetdevOrigMT = l.Up, l.MTU
 		}
-	}
-	if guid == 0 && f.isVF && f.pf == "" && (port == guidpool.Zero || port == guidpool.AllOnes) {
-		p.warnf("ib-sriov: VF %s (RDMA device %s) has GUID %s and its PF has no netdev to set one through; the subnet manager cannot admit it to a partition",
-			conf.DeviceID, f.rdmaDev, port)
-	}
-	if guid == 0 && f.isVF && f.pf != "" && (port == guidpool.Zero || port == guidpool.AllOnes) {
-		return nil, fmt.Errorf("%w: VF %s (RDMA device %s) has GUID %s and the pod names none; "+
-			"add infiniband-guid to the pod's networks annotation, or configure rdmanet's GUID pool (%s)", ErrNoGUID, conf.DeviceID, f.rdmaDev, port, guidpool.DefaultConfigPath)
-	}
-	if err := step(StepGUID); err != nil {
-		return nil, err
-	}
-
-	if conf.LinkState != "" {
-		if err := p.VF.SetVFLinkState(f.pf, f.index, conf.LinkState); err != nil {
-			return nil, err
+		if f.pf == "" && (conf.LinkState != "" || conf.GUID != 0) {
+			return nil, fmt.Errorf("function %s: its PF %s has no netdev in the host namespace, so its GUID and link state cannot be set through it; "+
+				"drop infiniband-guid and link_state for this IB-only network, or load ib_ipoib so the PF has a netdev", conf.DeviceID, f.pfBDF)
 		}
-	}
-	if guid != 0 {
-		rec.GUID = guid.String()
-		if err := records.Write(rec.DeviceID, rec); err != nil {
-			return nil, err
-		}
-		if err := p.setGUID(rec, guid); err != nil {
-			return nil, err
-		}
-		// the rebind recreates the netdev and RDMA device: read their names again
-		if nf, err := p.resolve(conf.DeviceID); err == nil {
-			rec.Netdev, rec.RDMADev = nf.netdev, nf.rdmaDev
-		}
-	}
-	if err := step(StepVF); err != nil {
-		return nil, err
-	}
-
-	// RDMA device first: moving it recreates its IPoIB netdev in the host (ib-sriov-cni's order).
-	if conf.RdmaIsolation {
-		mode, err := p.RDMA.NetnsMode()
-		if err != nil {
-			return nil, err
-		}
-		if mode != netops.RDMANetnsExclusive {
-			return nil, fmt.Errorf("%w: rdmaIsolation is true and `rdma system` reports netns %s; fix at boot: `rdma system set netns exclusive` "+
-				"(persist with `options ib_core netns_mode=0`), or set rdmaIsolation to false", ErrNotExclusive, mode)
-		}
-		rec.RDMAMoved = true
-		if err := records.Write(rec.DeviceID, rec); err != nil {
-			return nil, err
-		}
-		if err := p.RDMA.Move(rec.RDMADev, hostNS, podNS); err != nil {
-			return nil, err
-		}
-	}
-	if err := step(StepRDMA); err != nil {
-		return nil, err
-	}
-
-	result := &current.Result{CNIVersion: current.ImplementedSpecVersion}
-	iface := &current.Interface{Name: args.IfName, Sandbox: args.Netns, PciID: conf.DeviceID}
-	if guid != 0 {
-		iface.Mac = guid.String()
-	} else {
-		iface.Mac = port.String()
-	}
-	if rec.Netdev != "" {
-		if err := netops.SetLinkDown(rec.Netdev); err != nil {
-			return nil, err
-		}
-		if err := netops.SetLinkNetns(rec.Netdev, podNS); err != nil {
-			return nil, err
-		}
-		err = podNS.Do(func(ns.NetNS) error {
-			if err := netops.RenameLink(rec.Netdev, args.IfName); err != nil {
-				return err
+		if f.isVF && f.pf != "" {
+			st, err := p.VF.VFState(f.pf, f.index)
+			if err != nil {
+				return nil, fmt.Errorf("read VF %d of %s: %w", f.index, f.pf, err)
 			}
-			if err := netops.SetLinkUp(args.IfName); err != nil {
-				return err
-			}
-			l, err := netops.LinkByName(args.IfName)
-			iface.Mtu = l.MTU
-			return err
-		})
-		if err != nil {
+			rec.LinkState = st.LinkState
+		}
+		if err := at.Begin(rec, func(hostNS, podNS ns.NetNS) error { return p.teardown(rec, hostNS, podNS, args.StdinData) }); err != nil {
 			return nil, err
 		}
-	} else {
-		// IB-only: no netdev; the attachment is the RDMA device.
-		iface.Name = rec.RDMADev
-	}
-	result.Interfaces = []*current.Interface{iface}
-	if err := step(StepMove); err != nil {
-		return nil, err
-	}
+		step := at.Step
+		if err := step(StepCache); err != nil {
+			return nil, err
+		}
 
-	switch {
-	case conf.IPAMType != "" && rec.Netdev == "":
-		p.warnf("ib-sriov: %s (RDMA device %s) has no netdev; ipam %q not run (network %q, container %s): IB-only functions carry no IP addresses",
-			conf.DeviceID, rec.RDMADev, conf.IPAMType, conf.Name, args.ContainerID)
-	case conf.IPAMType != "":
-		r, err := p.IPAM.Add(conf.IPAMType, args.StdinData)
-		if err != nil {
-			return nil, fmt.Errorf("IPAM plugin %q ADD: %w", conf.IPAMType, err)
+		// The GUID: the pod's, else the pool's, else the VF's own.
+		guid := conf.GUID
+		if guid == 0 && f.isVF && f.pf != "" {
+			if conf.IBKubernetesEnabled {
+				return nil, fmt.Errorf("%w: ibKubernetesEnabled is true but the pod names no GUID (infiniband-guid); ib-kubernetes must provide it", ErrNoGUID)
+			}
+			pool, err := p.pool()
+			if err != nil {
+				return nil, err
+			}
+			if pool != nil {
+				ctx, cancel := ctxTimeout()
+				g, err := pool.Allocate(ctx, owner)
+				cancel()
+				if err != nil {
+					return nil, fmt.Errorf("%w for VF %s: %w", ErrNoGUID, conf.DeviceID, err)
+				}
+				guid, rec.GUIDFromPool = g, true
+				rec.GUID = g.String()
+				if err := at.Save(); err != nil {
+					return nil, err
+				}
+				ctx, cancel = ctxTimeout()
+				err = pool.RunHook(ctx, p.hookEvent(guidpool.ActionAllocate, rec))
+				cancel()
+				if err != nil {
+					return nil, err
+				}
+			}
 		}
-		if err := verbs.ApplyIPAM(conf.IPAMType, r, result, podNS, args.IfName); err != nil {
+		if guid == 0 && f.isVF && f.pf == "" && (port == guidpool.Zero || port == guidpool.AllOnes) {
+			p.warnf("ib-sriov: VF %s (RDMA device %s) has GUID %s and its PF has no netdev to set one through; the subnet manager cannot admit it to a partition",
+				conf.DeviceID, f.rdmaDev, port)
+		}
+		if guid == 0 && f.isVF && f.pf != "" && (port == guidpool.Zero || port == guidpool.AllOnes) {
+			return nil, fmt.Errorf("%w: VF %s (RDMA device %s) has GUID %s and the pod names none; "+
+				"add infiniband-guid to the pod's networks annotation, or configure rdmanet's GUID pool (%s)", ErrNoGUID, conf.DeviceID, f.rdmaDev, port, guidpool.DefaultConfigPath)
+		}
+		if err := step(StepGUID); err != nil {
 			return nil, err
 		}
-	}
-	if err := step(StepIPAM); err != nil {
-		return nil, err
-	}
-	if rec.Result, err = json.Marshal(result); err != nil {
-		return nil, fmt.Errorf("ib-sriov record: %w", err)
-	}
-	if err := records.Write(rec.DeviceID, rec); err != nil {
-		return nil, err
-	}
-	if err := step(StepResult); err != nil {
-		return nil, err
-	}
-	success = true
-	return result, nil
+
+		if conf.LinkState != "" {
+			if err := p.VF.SetVFLinkState(f.pf, f.index, conf.LinkState); err != nil {
+				return nil, err
+			}
+		}
+		if guid != 0 {
+			rec.GUID = guid.String()
+			if err := at.Save(); err != nil {
+				return nil, err
+			}
+			if err := p.setGUID(rec, guid); err != nil {
+				return nil, err
+			}
+			// the rebind recreates the netdev and RDMA device: read their names again
+			if nf, err := p.resolve(conf.DeviceID); err == nil {
+				rec.Netdev, rec.RDMADev = nf.netdev, nf.rdmaDev
+			}
+		}
+		if err := step(StepVF); err != nil {
+			return nil, err
+		}
+
+		// RDMA device first: moving it recreates its IPoIB netdev in the host (ib-sriov-cni's order).
+		if conf.RdmaIsolation {
+			mode, err := p.RDMA.NetnsMode()
+			if err != nil {
+				return nil, err
+			}
+			if mode != netops.RDMANetnsExclusive {
+				return nil, fmt.Errorf("%w: rdmaIsolation is true and `rdma system` reports netns %s; fix at boot: `rdma system set netns exclusive` "+
+					"(persist with `options ib_core netns_mode=0`), or set rdmaIsolation to false", ErrNotExclusive, mode)
+			}
+			rec.RDMAMoved = true
+			if err := at.Save(); err != nil {
+				return nil, err
+			}
+			if err := p.RDMA.Move(rec.RDMADev, hostNS, podNS); err != nil {
+				return nil, err
+			}
+		}
+		if err := step(StepRDMA); err != nil {
+			return nil, err
+		}
+
+		result := &current.Result{CNIVersion: current.ImplementedSpecVersion}
+		iface := &current.Interface{Name: args.IfName, Sandbox: args.Netns, PciID: conf.DeviceID}
+		if guid != 0 {
+			iface.Mac = guid.String()
+		} else {
+			iface.Mac = port.String()
+		}
+		if rec.Netdev != "" {
+			if err := netops.SetLinkDown(rec.Netdev); err != nil {
+				return nil, err
+			}
+			if err := netops.SetLinkNetns(rec.Netdev, podNS); err != nil {
+				return nil, err
+			}
+			err = podNS.Do(func(ns.NetNS) error {
+				if err := netops.RenameLink(rec.Netdev, args.IfName); err != nil {
+					return err
+				}
+				if err := netops.SetLinkUp(args.IfName); err != nil {
+					return err
+				}
+				l, err := netops.LinkByName(args.IfName)
+				iface.Mtu = l.MTU
+				return err
+			})
+			if err != nil {
+				return nil, err
+			}
+		} else {
+			// IB-only: no netdev; the attachment is the RDMA device.
+			iface.Name = rec.RDMADev
+		}
+		result.Interfaces = []*current.Interface{iface}
+		if err := step(StepMove); err != nil {
+			return nil, err
+		}
+
+		switch {
+		case conf.IPAMType != "" && rec.Netdev == "":
+			p.warnf("ib-sriov: %s (RDMA device %s) has no netdev; ipam %q not run (network %q, container %s): IB-only functions carry no IP addresses",
+				conf.DeviceID, rec.RDMADev, conf.IPAMType, conf.Name, args.ContainerID)
+		default:
+			if err := verbs.AddIPAM(p.IPAM, conf.IPAMType, args.StdinData, result, podNS, args.IfName, nil); err != nil {
+				return nil, err
+			}
+		}
+		if err := at.Finish(StepIPAM, &rec.Result, result, StepResult); err != nil {
+			return nil, err
+		}
+		return result, nil
+	})
 }
 
 // setGUID sets node and port GUID through the PF and rebinds an mlx5 VF so
@@ -434,3 +387,6 @@ func (p *Plugin) hookEvent(action string, r *Record) guidpool.HookEvent {
 	return guidpool.HookEvent{Action: action, GUID: g, PKey: r.Conf.PKey, PodNamespace: r.Owner.PodNamespace, PodName: r.Owner.PodName,
 		PodUID: r.Owner.PodUID, Network: r.Conf.Name, DeviceID: r.DeviceID}
 }
+
+// Device is the device the config names (verbs.DeviceConfig).
+func (c *Config) Device() string { return c.DeviceID }

@@ -11,7 +11,6 @@ import (
 	"github.com/containernetworking/plugins/pkg/ns"
 
 	"github.com/rdmanet/rdmanet/internal/cni/verbs"
-	"github.com/rdmanet/rdmanet/internal/daemon/inproc/nsguard"
 	"github.com/rdmanet/rdmanet/internal/guidpool"
 	rdmaipam "github.com/rdmanet/rdmanet/internal/ipam"
 	"github.com/rdmanet/rdmanet/internal/netops"
@@ -24,12 +23,9 @@ import (
 // undone", so DEL repeats safely.
 func (p *Plugin) teardown(r *Record, hostNS, podNS ns.NetNS, stdin []byte) error {
 	var errs []error
-	if r.Conf.IPAMType != "" && r.Netdev != "" {
-		if len(stdin) == 0 {
-			stdin = r.Stdin
-		}
-		if err := p.IPAM.DelFor(r.Conf.IPAMType, stdin, r.ContainerID, r.IfName); err != nil {
-			errs = append(errs, fmt.Errorf("IPAM plugin %q DEL: %w", r.Conf.IPAMType, err))
+	if r.Netdev != "" {
+		if err := verbs.DelIPAMFor(p.IPAM, r.Conf.IPAMType, stdin, r.Stdin, r.ContainerID, r.IfName); err != nil {
+			errs = append(errs, err)
 		}
 	}
 	if r.Netdev != "" && podNS != nil {
@@ -118,20 +114,7 @@ func (p *Plugin) releaseGUID(r *Record) error {
 }
 
 func (p *Plugin) rdmaBack(r *Record, hostNS, podNS ns.NetNS) error {
-	if podNS != nil {
-		in, err := p.RDMA.InNetns(r.RDMADev, podNS)
-		if err != nil {
-			return err
-		}
-		if in {
-			return p.RDMA.Move(r.RDMADev, podNS, hostNS)
-		}
-	}
-	in, err := p.RDMA.InNetns(r.RDMADev, hostNS)
-	if err != nil || in || !p.Sysfs.Exists(r.DeviceID) {
-		return err
-	}
-	return fmt.Errorf("RDMA device %s of %s is in neither the pod netns %s nor the host; the kernel returns it when the pod netns is destroyed — retry DEL", r.RDMADev, r.DeviceID, r.Netns)
+	return verbs.RDMABack(p.RDMA, p.Sysfs, r.RDMADev, r.DeviceID, r.Netns, hostNS, podNS)
 }
 
 // reclaim finishes the teardown of a function still recorded for a
@@ -161,7 +144,6 @@ func (p *Plugin) Del(args *skel.CmdArgs) error {
 	}
 	return verbs.RecordDel[Record]{
 		Records:     p.records(),
-		Device:      func(r *Record) string { return r.DeviceID },
 		StrictNetns: true,
 		Warnf:       p.warnf,
 		Unrecorded: func() error {
@@ -175,12 +157,7 @@ func (p *Plugin) Del(args *skel.CmdArgs) error {
 					return err
 				}
 			}
-			if conf.IPAMType != "" {
-				if err := p.IPAM.Del(conf.IPAMType, args.StdinData); err != nil {
-					return fmt.Errorf("IPAM plugin %q DEL: %w", conf.IPAMType, err)
-				}
-			}
-			return nil
+			return verbs.DelIPAM(p.IPAM, conf.IPAMType, args.StdinData)
 		},
 		Undo: func(r *Record, hostNS, podNS ns.NetNS) error { return p.teardown(r, hostNS, podNS, stdin) },
 	}.Run(conf.DeviceID, args)
@@ -189,25 +166,19 @@ func (p *Plugin) Del(args *skel.CmdArgs) error {
 // Check verifies the netdev (up, addresses), the RDMA device's place and the
 // GUID recorded for the pod.
 func (p *Plugin) Check(args *skel.CmdArgs) error {
-	conf, err := ParseLoose(args.StdinData)
+	conf, rec, prev, err := verbs.CheckRecord(p.records(), ParseLoose, args, func(r *Record) json.RawMessage { return r.Result })
 	if err != nil {
 		return err
 	}
-	rec, prev, err := verbs.CheckRecord(p.records(), conf.DeviceID, args, func(r *Record) json.RawMessage { return r.Result })
+	podNS, err := verbs.OpenPodNS(args.Netns)
 	if err != nil {
 		return err
-	}
-	if conf.IPAMType != "" && rec.Netdev != "" {
-		if err := p.IPAM.Check(conf.IPAMType, args.StdinData); err != nil {
-			return fmt.Errorf("IPAM plugin %q CHECK: %w", conf.IPAMType, err)
-		}
-	}
-	podNS, err := nsguard.GetNS(args.Netns)
-	if err != nil {
-		return fmt.Errorf("open pod netns %q: %w", args.Netns, err)
 	}
 	defer podNS.Close()
-	if rec.Netdev != "" {
+	if rec.Netdev != "" { // an IB-only function has no netdev and no addresses
+		if err := verbs.CheckIPAM(p.IPAM, conf.IPAMType, args.StdinData); err != nil {
+			return err
+		}
 		err = podNS.Do(func(ns.NetNS) error {
 			l, err := netops.LinkByName(args.IfName)
 			if err != nil {

@@ -15,6 +15,7 @@ import (
 
 	"github.com/containernetworking/cni/pkg/types"
 
+	"github.com/rdmanet/rdmanet/internal/cni/cniconf"
 	"github.com/rdmanet/rdmanet/internal/cni/confkeys"
 	"github.com/rdmanet/rdmanet/internal/netops"
 	"github.com/rdmanet/rdmanet/internal/sysfs"
@@ -22,12 +23,12 @@ import (
 
 // Validation errors, wrapped in *ConfigError.
 var (
-	ErrBadJSON       = errors.New("malformed config")
+	ErrBadJSON       = cniconf.ErrBadJSON
 	ErrNoMaster      = errors.New("missing master")
-	ErrBadPKey       = errors.New("invalid pkey")
-	ErrBadMTU        = errors.New("invalid mtu")
+	ErrBadPKey       = cniconf.ErrBadPKey
+	ErrBadMTU        = cniconf.ErrBadMTU
 	ErrDHCP          = errors.New("dhcp IPAM not supported")
-	ErrBadDeviceID   = errors.New("invalid deviceID")
+	ErrBadDeviceID   = cniconf.ErrBadDeviceID
 	ErrNotInfiniBand = errors.New("not an InfiniBand port")
 )
 
@@ -54,9 +55,7 @@ type NetConf struct {
 	PKey     json.RawMessage `json:"pkey,omitempty"`
 	DeviceID string          `json:"deviceID,omitempty"`
 	// RuntimeConfig.DeviceID is where Multus-style runtimes put it.
-	RuntimeConfig struct {
-		DeviceID string `json:"deviceID,omitempty"`
-	} `json:"runtimeConfig,omitempty"`
+	RuntimeConfig cniconf.RuntimeDevice `json:"runtimeConfig,omitempty"`
 }
 
 // Config is the validated configuration.

@@ -10,7 +10,6 @@ import (
 	current "github.com/containernetworking/cni/pkg/types/100"
 	"github.com/containernetworking/cni/pkg/version"
 	"github.com/containernetworking/plugins/pkg/ip"
-	"github.com/containernetworking/plugins/pkg/ipam"
 	"github.com/containernetworking/plugins/pkg/ns"
 	"github.com/containernetworking/plugins/pkg/utils/sysctl"
 
@@ -32,18 +31,10 @@ var Steps = []string{StepCreate, StepMove, StepIPAM}
 
 // IPAM runs the IPAM plugin named in the config (the daemon passes one
 // that delegates through its own exec; sriov's IPAM satisfies it).
-type IPAM interface {
-	Add(plugin string, stdin []byte) (types.Result, error)
-	Check(plugin string, stdin []byte) error
-	Del(plugin string, stdin []byte) error
-}
+type IPAM = verbs.IPAM
 
 // ExecIPAM execs the IPAM plugin from CNI_PATH, as plugins do.
-type ExecIPAM struct{}
-
-func (ExecIPAM) Add(p string, b []byte) (types.Result, error) { return ipam.ExecAdd(p, b) }
-func (ExecIPAM) Check(p string, b []byte) error               { return ipam.ExecCheck(p, b) }
-func (ExecIPAM) Del(p string, b []byte) error                 { return ipam.ExecDel(p, b) }
+type ExecIPAM = verbs.ExecIPAM
 
 // Plugin holds what the verbs run over.
 type Plugin struct {
@@ -57,11 +48,7 @@ type Plugin struct {
 	Warnf func(format string, args ...any)
 }
 
-func (p *Plugin) warnf(format string, args ...any) {
-	if p.Warnf != nil {
-		p.Warnf(format, args...)
-	}
-}
+func (p *Plugin) warnf(format string, args ...any) { verbs.Warn(p.Warnf, format, args...) }
 
 // TempName is the host-side name of the child of (containerID, ifName)
 // before it moves into the pod: fixed per attachment, so that a DEL finds
@@ -105,9 +92,9 @@ func (p *Plugin) Add(args *skel.CmdArgs) (_ types.Result, err error) {
 	if err != nil {
 		return nil, err
 	}
-	podNS, err := nsguard.GetNS(args.Netns)
+	podNS, err := verbs.OpenPodNS(args.Netns)
 	if err != nil {
-		return nil, fmt.Errorf("open pod netns %q: %w", args.Netns, err)
+		return nil, err
 	}
 	defer podNS.Close()
 	parent, err := p.IPoIB.IPoIBParent(master)
@@ -181,29 +168,11 @@ func (p *Plugin) Add(args *skel.CmdArgs) (_ types.Result, err error) {
 		Interfaces: []*current.Interface{{Name: args.IfName, Mac: link.MAC.String(), Mtu: link.MTU, Sandbox: args.Netns}},
 		DNS:        conf.NetConf.DNS,
 	}
-	if conf.IPAMType != "" {
-		r, err := p.IPAM.Add(conf.IPAMType, args.StdinData)
-		if err != nil {
-			return nil, fmt.Errorf("IPAM plugin %q ADD: %w", conf.IPAMType, err)
-		}
-		ipamDone = true
-		ipRes, err := current.NewResultFromResult(r)
-		if err != nil {
-			return nil, fmt.Errorf("IPAM plugin %q result: %w", conf.IPAMType, err)
-		}
-		if len(ipRes.IPs) == 0 {
-			return nil, fmt.Errorf("IPAM plugin %q returned no IP address; check its range/exclude settings", conf.IPAMType)
-		}
-		for _, ipc := range ipRes.IPs {
-			ipc.Interface = current.Int(0)
-		}
-		result.IPs, result.Routes = ipRes.IPs, ipRes.Routes
-		if len(ipRes.DNS.Nameservers) > 0 || ipRes.DNS.Domain != "" {
-			result.DNS = ipRes.DNS
-		}
-		if err := podNS.Do(func(ns.NetNS) error { return ipam.ConfigureIface(args.IfName, result) }); err != nil {
-			return nil, fmt.Errorf("apply IPAM result to %s: %w", args.IfName, err)
-		}
+	if err := verbs.AddIPAM(p.IPAM, conf.IPAMType, args.StdinData, result, podNS, args.IfName, func() error { ipamDone = true; return nil }); err != nil {
+		return nil, err
+	}
+	if len(result.DNS.Nameservers) == 0 && result.DNS.Domain == "" {
+		result.DNS = conf.NetConf.DNS // the IPAM's answer names no DNS: the config's stays
 	}
 	if err := p.Fault.Hit(StepIPAM); err != nil {
 		return nil, err
@@ -250,12 +219,7 @@ func (p *Plugin) Del(args *skel.CmdArgs) error {
 			return fmt.Errorf("open pod netns %q: %w", args.Netns, err)
 		}
 	}
-	if conf.IPAMType != "" {
-		if err := p.IPAM.Del(conf.IPAMType, args.StdinData); err != nil {
-			return fmt.Errorf("IPAM plugin %q DEL: %w", conf.IPAMType, err)
-		}
-	}
-	return nil
+	return verbs.DelIPAM(p.IPAM, conf.IPAMType, args.StdinData)
 }
 
 // Check verifies the child is in the pod, of the IPoIB kind, up, and holds
@@ -265,10 +229,8 @@ func (p *Plugin) Check(args *skel.CmdArgs) error {
 	if err != nil {
 		return err
 	}
-	if conf.IPAMType != "" {
-		if err := p.IPAM.Check(conf.IPAMType, args.StdinData); err != nil {
-			return fmt.Errorf("IPAM plugin %q CHECK: %w", conf.IPAMType, err)
-		}
+	if err := verbs.CheckIPAM(p.IPAM, conf.IPAMType, args.StdinData); err != nil {
+		return err
 	}
 	var res *current.Result
 	if conf.NetConf.RawPrevResult != nil {
@@ -279,9 +241,9 @@ func (p *Plugin) Check(args *skel.CmdArgs) error {
 			return fmt.Errorf("ipoib CHECK: prevResult: %w", err)
 		}
 	}
-	podNS, err := nsguard.GetNS(args.Netns)
+	podNS, err := verbs.OpenPodNS(args.Netns)
 	if err != nil {
-		return fmt.Errorf("open pod netns %q: %w", args.Netns, err)
+		return err
 	}
 	defer podNS.Close()
 	return podNS.Do(func(ns.NetNS) error {

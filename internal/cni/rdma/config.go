@@ -5,34 +5,21 @@
 package rdma
 
 import (
-	"encoding/json"
-	"errors"
-	"fmt"
-
 	"github.com/containernetworking/cni/pkg/types"
 
+	"github.com/rdmanet/rdmanet/internal/cni/cniconf"
 	"github.com/rdmanet/rdmanet/internal/cni/confkeys"
-	"github.com/rdmanet/rdmanet/internal/sysfs"
-)
-
-// Validation errors, wrapped in *ConfigError.
-var (
-	ErrMissingDeviceID = errors.New("missing deviceID")
-	ErrBadDeviceID     = errors.New("invalid deviceID")
-	ErrBadJSON         = errors.New("malformed config")
 )
 
 // ConfigError names the field, the value, the rule and the fix.
-type ConfigError struct {
-	Field, Value, Rule, Fix string
-	Err                     error
-}
+type ConfigError = cniconf.Error
 
-func (e *ConfigError) Error() string {
-	return fmt.Sprintf("rdma config: field %q = %s: %s; fix: %s", e.Field, e.Value, e.Rule, e.Fix)
-}
-
-func (e *ConfigError) Unwrap() error { return e.Err }
+// Validation errors, wrapped in *ConfigError.
+var (
+	ErrMissingDeviceID = cniconf.ErrMissingDeviceID
+	ErrBadDeviceID     = cniconf.ErrBadDeviceID
+	ErrBadJSON         = cniconf.ErrBadJSON
+)
 
 // NetConf is the upstream RDMA CNI config schema.
 type NetConf struct {
@@ -43,9 +30,7 @@ type NetConf struct {
 			Debug bool `json:"debug,omitempty"`
 		} `json:"cni,omitempty"`
 	} `json:"args,omitempty"`
-	RuntimeConfig struct {
-		DeviceID string `json:"deviceID,omitempty"`
-	} `json:"runtimeConfig,omitempty"`
+	RuntimeConfig cniconf.RuntimeDevice `json:"runtimeConfig,omitempty"`
 }
 
 // Config is the validated configuration.
@@ -66,8 +51,7 @@ func Parse(stdin []byte) (*Config, error) {
 		return nil, err
 	}
 	if c.DeviceID == "" {
-		return nil, &ConfigError{Field: "deviceID", Value: `""`, Rule: "rdma needs the PCI address of the VF allocated to the pod",
-			Fix: fixDeviceID, Err: ErrMissingDeviceID}
+		return nil, cniconf.Refuse("rdma", ErrMissingDeviceID, "deviceID", `""`, "rdma needs the PCI address of the VF allocated to the pod", fixDeviceID)
 	}
 	return c, nil
 }
@@ -75,20 +59,14 @@ func Parse(stdin []byte) (*Config, error) {
 // ParseLoose is Parse without the deviceID requirement (for DEL and CHECK).
 func ParseLoose(stdin []byte) (*Config, error) {
 	var n NetConf
-	if err := json.Unmarshal(stdin, &n); err != nil {
-		return nil, &ConfigError{Field: "(config)", Value: "stdin", Rule: "must be a JSON object: " + err.Error(),
-			Fix: "check the NAD's spec.config JSON", Err: fmt.Errorf("%w: %w", ErrBadJSON, err)}
+	if err := cniconf.Decode("rdma", stdin, &n); err != nil {
+		return nil, err
 	}
-	c := &Config{CNIVersion: n.CNIVersion, Name: n.Name, DeviceID: n.DeviceID, NetConf: n.NetConf}
-	if n.RuntimeConfig.DeviceID != "" {
-		c.DeviceID = n.RuntimeConfig.DeviceID
+	id, err := cniconf.Device("rdma", n.DeviceID, n.RuntimeConfig.DeviceID)
+	if err != nil {
+		return nil, err
 	}
-	if c.DeviceID != "" && !sysfs.ValidBDF(c.DeviceID) {
-		return nil, &ConfigError{Field: "deviceID", Value: fmt.Sprintf("%q", c.DeviceID),
-			Rule: "must be a full PCI address domain:bus:device.function, e.g. 0000:41:00.2",
-			Fix:  "the device plugin pool must hand out PCI addresses; check its config", Err: ErrBadDeviceID}
-	}
-	return c, nil
+	return &Config{CNIVersion: n.CNIVersion, Name: n.Name, DeviceID: id, NetConf: n.NetConf}, nil
 }
 
 // UnknownKeys returns a finding per top-level key of the config that the

@@ -13,7 +13,6 @@ import (
 
 	"github.com/rdmanet/rdmanet/internal/cni/verbs"
 	"github.com/rdmanet/rdmanet/internal/cni/vfrecord"
-	"github.com/rdmanet/rdmanet/internal/daemon/inproc/nsguard"
 	"github.com/rdmanet/rdmanet/internal/netops"
 	"github.com/rdmanet/rdmanet/internal/sysfs"
 )
@@ -32,7 +31,7 @@ var Steps = []string{StepCache, StepMove}
 
 // Errors callers may test for.
 var (
-	ErrNotExclusive = errors.New("RDMA subsystem not in exclusive netns mode")
+	ErrNotExclusive = verbs.ErrNotExclusive
 	ErrNoPrevResult = errors.New("no prevResult")
 	ErrNoRDMADevice = errors.New("VF has no RDMA device")
 	ErrInUse        = errors.New("RDMA device in use")
@@ -48,20 +47,13 @@ type Plugin struct {
 
 // Record is the cache entry of a moved RDMA device.
 type Record struct {
-	ContainerID string `json:"containerID"`
-	IfName      string `json:"ifName"`
-	Netns       string `json:"netns"`
-	DeviceID    string `json:"deviceID"`
-	RDMADev     string `json:"rdmaDev"`
+	vfrecord.Attachment
+	RDMADev string `json:"rdmaDev"`
 }
 
 // records is the plugin's record store, one record per VF in StateDir.
 func (p *Plugin) records() vfrecord.Store[Record] {
-	return vfrecord.Store[Record]{
-		Dir:    p.StateDir,
-		Plugin: "rdma",
-		Owner:  func(r *Record) (string, string) { return r.ContainerID, r.IfName },
-	}
+	return vfrecord.Store[Record]{Dir: p.StateDir, Plugin: "rdma"}
 }
 
 // RDMADevice returns the single RDMA device of a VF (sysfs <bdf>/infiniband/).
@@ -92,7 +84,7 @@ func (p *Plugin) checkExclusive() error {
 }
 
 // Add moves the VF's RDMA device into the pod and passes prevResult on.
-func (p *Plugin) Add(args *skel.CmdArgs) (_ types.Result, err error) {
+func (p *Plugin) Add(args *skel.CmdArgs) (types.Result, error) {
 	conf, err := Parse(args.StdinData)
 	if err != nil {
 		return nil, err
@@ -110,39 +102,22 @@ func (p *Plugin) Add(args *skel.CmdArgs) (_ types.Result, err error) {
 	if err := p.checkExclusive(); err != nil {
 		return nil, err
 	}
-	records := p.records()
-	held, err := verbs.OpenAddRecord(args.Netns, records, conf.DeviceID, p.reclaim)
-	if err != nil {
-		return nil, err
-	}
-	defer held.Close()
-	podNS, hostNS := held.PodNS, held.HostNS
-	rec := &Record{ContainerID: args.ContainerID, IfName: args.IfName, Netns: args.Netns, DeviceID: conf.DeviceID, RDMADev: dev}
-	if err := records.Write(rec.DeviceID, rec); err != nil {
-		return nil, err
-	}
-	success := false
-	defer func() {
-		if success {
-			return
+	return verbs.AddRecorded(args.Netns, p.records(), conf.DeviceID, p.Fault, p.reclaim, func(at *verbs.Attach[Record]) (types.Result, error) {
+		rec := &Record{Attachment: vfrecord.AttachmentOf(args, conf.DeviceID), RDMADev: dev}
+		if err := at.Begin(rec, func(hostNS, podNS ns.NetNS) error { return p.moveBack(rec, hostNS, podNS) }); err != nil {
+			return nil, err
 		}
-		if rbErr := p.moveBack(rec, hostNS, podNS); rbErr != nil {
-			err = fmt.Errorf("%w; rollback also failed (cache kept for DEL): %w", err, rbErr)
-			return
+		if err := at.Step(StepCache); err != nil {
+			return nil, err
 		}
-		_ = records.Remove(conf.DeviceID)
-	}()
-	if err := p.Fault.Hit(StepCache); err != nil {
-		return nil, err
-	}
-	if err := p.RDMA.Move(dev, hostNS, podNS); err != nil {
-		return nil, err
-	}
-	if err := p.Fault.Hit(StepMove); err != nil {
-		return nil, err
-	}
-	success = true
-	return conf.NetConf.PrevResult, nil
+		if err := p.RDMA.Move(dev, at.HostNS, at.PodNS); err != nil {
+			return nil, err
+		}
+		if err := at.Step(StepMove); err != nil {
+			return nil, err
+		}
+		return conf.NetConf.PrevResult, nil
+	})
 }
 
 // reclaim handles an RDMA device still recorded for another container.
@@ -162,27 +137,7 @@ func (p *Plugin) reclaim(r *Record, hostNS ns.NetNS) error {
 
 // moveBack returns the device to the host; podNS nil means the pod netns is gone.
 func (p *Plugin) moveBack(r *Record, hostNS, podNS ns.NetNS) error {
-	if podNS != nil {
-		in, err := p.RDMA.InNetns(r.RDMADev, podNS)
-		if err != nil {
-			return err
-		}
-		if in {
-			return p.RDMA.Move(r.RDMADev, podNS, hostNS)
-		}
-	}
-	in, err := p.RDMA.InNetns(r.RDMADev, hostNS)
-	if err != nil {
-		return err
-	}
-	if !in {
-		if len(p.Sysfs.RDMADevices(r.DeviceID)) == 0 && !p.Sysfs.Exists(r.DeviceID) {
-			return nil // VF gone
-		}
-		return fmt.Errorf("RDMA device %s of VF %s is in neither the pod netns %s nor the host; the kernel returns it when the pod netns is destroyed — retry DEL",
-			r.RDMADev, r.DeviceID, r.Netns)
-	}
-	return nil
+	return verbs.RDMABack(p.RDMA, p.Sysfs, r.RDMADev, r.DeviceID, r.Netns, hostNS, podNS)
 }
 
 // Del moves the RDMA device back; it succeeds when there is nothing to do.
@@ -193,7 +148,6 @@ func (p *Plugin) Del(args *skel.CmdArgs) error {
 	}
 	return verbs.RecordDel[Record]{
 		Records: p.records(),
-		Device:  func(r *Record) string { return r.DeviceID },
 		Warnf:   verbs.Stderr,
 		Undo:    p.moveBack,
 	}.Run(conf.DeviceID, args)
@@ -201,20 +155,16 @@ func (p *Plugin) Del(args *skel.CmdArgs) error {
 
 // Check verifies the RDMA device is in the pod netns and the mode is exclusive.
 func (p *Plugin) Check(args *skel.CmdArgs) error {
-	conf, err := ParseLoose(args.StdinData)
-	if err != nil {
-		return err
-	}
-	rec, _, err := verbs.CheckRecord(p.records(), conf.DeviceID, args, nil)
+	_, rec, _, err := verbs.CheckRecord(p.records(), ParseLoose, args, nil)
 	if err != nil {
 		return err
 	}
 	if err := p.checkExclusive(); err != nil {
 		return err
 	}
-	podNS, err := nsguard.GetNS(args.Netns)
+	podNS, err := verbs.OpenPodNS(args.Netns)
 	if err != nil {
-		return fmt.Errorf("open pod netns %q: %w", args.Netns, err)
+		return err
 	}
 	defer podNS.Close()
 	in, err := p.RDMA.InNetns(rec.RDMADev, podNS)
@@ -226,3 +176,6 @@ func (p *Plugin) Check(args *skel.CmdArgs) error {
 	}
 	return nil
 }
+
+// Device is the device the config names (verbs.DeviceConfig).
+func (c *Config) Device() string { return c.DeviceID }

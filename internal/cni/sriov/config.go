@@ -7,7 +7,6 @@
 package sriov
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
 	"net"
@@ -15,43 +14,31 @@ import (
 
 	"github.com/containernetworking/cni/pkg/types"
 
+	"github.com/rdmanet/rdmanet/internal/cni/cniconf"
 	"github.com/rdmanet/rdmanet/internal/cni/confkeys"
-	"github.com/rdmanet/rdmanet/internal/sysfs"
 )
 
 // Validation errors; every error from Parse wraps one of them in a *ConfigError.
 var (
-	ErrMissingDeviceID = errors.New("missing deviceID")
-	ErrBadDeviceID     = errors.New("invalid deviceID")
+	ErrMissingDeviceID = cniconf.ErrMissingDeviceID
+	ErrBadDeviceID     = cniconf.ErrBadDeviceID
 	ErrBadVlan         = errors.New("invalid vlan")
 	ErrBadVlanQoS      = errors.New("invalid vlanQoS")
 	ErrBadVlanProto    = errors.New("invalid vlanProto")
 	ErrBadMAC          = errors.New("invalid mac")
 	ErrBadSpoofchk     = errors.New("invalid spoofchk")
 	ErrBadTrust        = errors.New("invalid trust")
-	ErrBadLinkState    = errors.New("invalid link_state")
+	ErrBadLinkState    = cniconf.ErrBadLinkState
 	ErrBadTxRate       = errors.New("invalid tx rate")
-	ErrBadMTU          = errors.New("invalid mtu")
-	ErrBadJSON         = errors.New("malformed config")
+	ErrBadMTU          = cniconf.ErrBadMTU
+	ErrBadJSON         = cniconf.ErrBadJSON
 )
 
 // ConfigError names the field, the value, the rule and the fix.
-type ConfigError struct {
-	Field string
-	Value string
-	Rule  string
-	Fix   string
-	Err   error
-}
-
-func (e *ConfigError) Error() string {
-	return fmt.Sprintf("sriov config: field %q = %s: %s; fix: %s", e.Field, e.Value, e.Rule, e.Fix)
-}
-
-func (e *ConfigError) Unwrap() error { return e.Err }
+type ConfigError = cniconf.Error
 
 func cfgErr(err error, field, value, rule, fix string) error {
-	return &ConfigError{Field: field, Value: value, Rule: rule, Fix: fix, Err: err}
+	return cniconf.Refuse("sriov", err, field, value, rule, fix)
 }
 
 // NetConf is the upstream SR-IOV CNI config schema, field for field.
@@ -121,20 +108,13 @@ func ParseLoose(stdin []byte) (*Config, error) { return parse(stdin) }
 
 func parse(stdin []byte) (*Config, error) {
 	var n NetConf
-	if err := json.Unmarshal(stdin, &n); err != nil {
-		return nil, &ConfigError{Field: "(config)", Value: "stdin", Rule: "must be a JSON object: " + err.Error(),
-			Fix: "check the NAD's spec.config JSON", Err: fmt.Errorf("%w: %w", ErrBadJSON, err)}
+	if err := cniconf.Decode("sriov", stdin, &n); err != nil {
+		return nil, err
 	}
 	c := &Config{CNIVersion: n.CNIVersion, Name: n.Name, IPAMType: n.IPAM.Type, LogFile: n.LogFile}
-
-	c.DeviceID = n.DeviceID
-	if n.RuntimeConfig.DeviceID != "" {
-		c.DeviceID = n.RuntimeConfig.DeviceID
-	}
-	if c.DeviceID != "" && !sysfs.ValidBDF(c.DeviceID) {
-		return nil, cfgErr(ErrBadDeviceID, "deviceID", fmt.Sprintf("%q", c.DeviceID),
-			"must be a full PCI address domain:bus:device.function, e.g. 0000:41:00.2",
-			"the device plugin pool must hand out PCI addresses (not netdev names); check its config")
+	var err error
+	if c.DeviceID, err = cniconf.Device("sriov", n.DeviceID, n.RuntimeConfig.DeviceID); err != nil {
+		return nil, err
 	}
 
 	c.MAC = n.MAC
@@ -186,7 +166,6 @@ func parse(stdin []byte) (*Config, error) {
 			"a VLAN protocol other than 802.1Q needs a VLAN tag (vlan is 0)", "set vlan, or drop vlanProto")
 	}
 
-	var err error
 	if c.SpoofChk, err = onOff(n.SpoofChk, "spoofchk", ErrBadSpoofchk); err != nil {
 		return nil, err
 	}

@@ -1,27 +1,20 @@
 package sriov
 
 import (
-	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"net"
-	"os"
-	"path/filepath"
 	"sort"
 	"strings"
 
-	"github.com/containernetworking/cni/pkg/invoke"
 	"github.com/containernetworking/cni/pkg/skel"
-	"github.com/containernetworking/cni/pkg/types"
 	current "github.com/containernetworking/cni/pkg/types/100"
 	"github.com/containernetworking/plugins/pkg/ip"
-	"github.com/containernetworking/plugins/pkg/ipam"
 	"github.com/containernetworking/plugins/pkg/ns"
 
 	"github.com/rdmanet/rdmanet/internal/cni/verbs"
 	"github.com/rdmanet/rdmanet/internal/cni/vfrecord"
-	"github.com/rdmanet/rdmanet/internal/daemon/inproc/nsguard"
 	"github.com/rdmanet/rdmanet/internal/netops"
 	"github.com/rdmanet/rdmanet/internal/sysfs"
 )
@@ -49,34 +42,12 @@ var Steps = []string{StepCache, StepVFConfig, StepMove, StepRename, StepMAC, Ste
 // ErrVFInUse is returned by ADD when another container holds the VF.
 var ErrVFInUse = errors.New("VF in use")
 
-// IPAM runs the IPAM plugin named in the config.
-type IPAM interface {
-	Add(plugin string, stdin []byte) (types.Result, error)
-	Check(plugin string, stdin []byte) error
-	Del(plugin string, stdin []byte) error
-	// DelFor is Del of the attachment of another container and interface
-	// than the call's: a teardown finished for an earlier sandbox.
-	DelFor(plugin string, stdin []byte, containerID, ifName string) error
-}
+// IPAM runs the IPAM plugin named in the config (verbs.RecordIPAM: it
+// also releases the address of a recorded attachment not the call's).
+type IPAM = verbs.RecordIPAM
 
 // ExecIPAM execs the IPAM plugin from CNI_PATH, as plugins do.
-type ExecIPAM struct{}
-
-func (ExecIPAM) Add(p string, b []byte) (types.Result, error) { return ipam.ExecAdd(p, b) }
-func (ExecIPAM) Check(p string, b []byte) error               { return ipam.ExecCheck(p, b) }
-func (ExecIPAM) Del(p string, b []byte) error                 { return ipam.ExecDel(p, b) }
-
-// DelFor execs the IPAM plugin's DEL with CNI_CONTAINERID and CNI_IFNAME of
-// the given attachment (the rest of the environment as the call's).
-func (ExecIPAM) DelFor(p string, b []byte, containerID, ifName string) error {
-	path, err := invoke.FindInPath(p, filepath.SplitList(os.Getenv("CNI_PATH")))
-	if err != nil {
-		return err
-	}
-	args := &invoke.Args{Command: "DEL", ContainerID: containerID, IfName: ifName,
-		PluginArgsStr: os.Getenv("CNI_ARGS"), Path: os.Getenv("CNI_PATH")}
-	return invoke.ExecPluginWithoutResult(context.Background(), path, b, args, nil)
-}
+type ExecIPAM = verbs.ExecIPAM
 
 // Plugin holds what the verbs run over.
 type Plugin struct {
@@ -91,12 +62,9 @@ type Plugin struct {
 
 // Record is the cache entry of one attached VF: everything needed to undo ADD.
 type Record struct {
-	ContainerID string `json:"containerID"`
-	IfName      string `json:"ifName"`
-	Netns       string `json:"netns"`
-	DeviceID    string `json:"deviceID"`
-	PF          string `json:"pf"`      // PF netdev
-	VFIndex     int    `json:"vfIndex"` // N of virtfnN
+	vfrecord.Attachment
+	PF      string `json:"pf"`      // PF netdev
+	VFIndex int    `json:"vfIndex"` // N of virtfnN
 	// Original state of the VF netdev in the host namespace.
 	Netdev    string         `json:"netdev"`
 	NetdevMAC string         `json:"netdevMAC"`
@@ -104,27 +72,16 @@ type Record struct {
 	Up        bool           `json:"up"`
 	VF        netops.VFState `json:"vf"`
 	// What ADD did.
-	Conf   Config          `json:"conf"`
-	PodMAC string          `json:"podMAC,omitempty"`
-	Stdin  []byte          `json:"stdin"`
-	Result json.RawMessage `json:"result,omitempty"`
+	Conf   Config `json:"conf"`
+	PodMAC string `json:"podMAC,omitempty"`
+	vfrecord.Call
 }
 
-func (p *Plugin) warnf(format string, args ...any) {
-	if p.Warnf != nil {
-		p.Warnf(format, args...)
-	}
-}
+func (p *Plugin) warnf(format string, args ...any) { verbs.Warn(p.Warnf, format, args...) }
 
 // records is the plugin's record store, one record per VF in StateDir.
 func (p *Plugin) records() vfrecord.Store[Record] {
-	return vfrecord.Store[Record]{
-		Dir:         p.StateDir,
-		Plugin:      "sriov",
-		CorruptHint: " (remove it after checking the VF by hand)",
-		NameCaller:  true,
-		Owner:       func(r *Record) (string, string) { return r.ContainerID, r.IfName },
-	}
+	return vfrecord.Store[Record]{Dir: p.StateDir, Plugin: "sriov", CorruptHint: " (remove it after checking the VF by hand)", NameCaller: true}
 }
 
 // vfInfo is what sysfs says about a VF.
@@ -163,7 +120,7 @@ func (p *Plugin) resolve(bdf string) (vfInfo, error) {
 }
 
 // Add attaches the VF named by the config to the pod.
-func (p *Plugin) Add(args *skel.CmdArgs) (_ *current.Result, err error) {
+func (p *Plugin) Add(args *skel.CmdArgs) (*current.Result, error) {
 	conf, err := Parse(args.StdinData)
 	if err != nil {
 		return nil, err
@@ -172,144 +129,107 @@ func (p *Plugin) Add(args *skel.CmdArgs) (_ *current.Result, err error) {
 	if err != nil {
 		return nil, err
 	}
-	records := p.records()
-	held, err := verbs.OpenAddRecord(args.Netns, records, conf.DeviceID, p.reclaim)
-	if err != nil {
-		return nil, err
-	}
-	defer held.Close()
-	podNS, hostNS := held.PodNS, held.HostNS
+	return verbs.AddRecorded(args.Netns, p.records(), conf.DeviceID, p.Fault, p.reclaim, func(at *verbs.Attach[Record]) (*current.Result, error) {
+		podNS := at.PodNS
 
-	nd := p.Sysfs.Netdevs(conf.DeviceID)
-	if len(nd) == 0 {
-		return nil, fmt.Errorf("%w: VF %s has no netdev in the host namespace (held by a pod that left no sriov cache, or its driver is not loaded)", ErrVFInUse, conf.DeviceID)
-	}
-	vf.Netdev = nd[0]
-	link, err := netops.LinkByName(vf.Netdev)
-	if errors.Is(err, netops.ErrLinkNotFound) {
-		return nil, fmt.Errorf("%w: VF %s netdev %s is not in the host namespace (another pod holds it?): %w", ErrVFInUse, conf.DeviceID, vf.Netdev, err)
-	}
-	if err != nil {
-		return nil, err
-	}
-	orig, err := p.VF.VFState(vf.PF, vf.Index)
-	if err != nil {
-		return nil, fmt.Errorf("read VF %d of %s: %w", vf.Index, vf.PF, err)
-	}
-	rec := &Record{
-		ContainerID: args.ContainerID, IfName: args.IfName, Netns: args.Netns,
-		DeviceID: conf.DeviceID, PF: vf.PF, VFIndex: vf.Index,
-		Netdev: vf.Netdev, NetdevMAC: link.MAC.String(), MTU: link.MTU, Up: link.Up, VF: orig,
-		Conf: *conf, Stdin: args.StdinData,
-	}
-	if err := records.Write(rec.DeviceID, rec); err != nil {
-		return nil, err
-	}
-	success := false
-	defer func() {
-		if success {
-			return
+		nd := p.Sysfs.Netdevs(conf.DeviceID)
+		if len(nd) == 0 {
+			return nil, fmt.Errorf("%w: VF %s has no netdev in the host namespace (held by a pod that left no sriov cache, or its driver is not loaded)", ErrVFInUse, conf.DeviceID)
 		}
-		if rbErr := p.teardown(rec, hostNS, podNS, args.StdinData); rbErr != nil {
-			err = fmt.Errorf("%w; rollback also failed (the cache %s is kept for DEL): %w", err, records.Path(rec.DeviceID), rbErr)
-			return
+		vf.Netdev = nd[0]
+		link, err := netops.LinkByName(vf.Netdev)
+		if errors.Is(err, netops.ErrLinkNotFound) {
+			return nil, fmt.Errorf("%w: VF %s netdev %s is not in the host namespace (another pod holds it?): %w", ErrVFInUse, conf.DeviceID, vf.Netdev, err)
 		}
-		if rmErr := records.Remove(rec.DeviceID); rmErr != nil {
-			err = fmt.Errorf("%w; rollback: %w", err, rmErr)
-		}
-	}()
-	step := func(name string) error { return p.Fault.Hit(name) }
-	if err := step(StepCache); err != nil {
-		return nil, err
-	}
-
-	if err := p.configureVF(vf.PF, vf.Index, conf); err != nil {
-		return nil, err
-	}
-	if err := step(StepVFConfig); err != nil {
-		return nil, err
-	}
-
-	if err := netops.SetLinkDown(vf.Netdev); err != nil {
-		return nil, err
-	}
-	if err := netops.SetLinkNetns(vf.Netdev, podNS); err != nil {
-		return nil, err
-	}
-	if err := step(StepMove); err != nil {
-		return nil, err
-	}
-
-	var podLink netops.Link
-	err = podNS.Do(func(ns.NetNS) error {
-		if err := netops.RenameLink(vf.Netdev, args.IfName); err != nil {
-			return err
-		}
-		if err := step(StepRename); err != nil {
-			return err
-		}
-		if conf.MAC != "" {
-			hw, _ := net.ParseMAC(conf.MAC)
-			if err := netops.SetLinkMAC(args.IfName, hw); err != nil {
-				return err
-			}
-		}
-		if err := step(StepMAC); err != nil {
-			return err
-		}
-		if conf.MTU != 0 {
-			if err := netops.SetLinkMTU(args.IfName, conf.MTU); err != nil {
-				return err
-			}
-		}
-		if err := step(StepMTU); err != nil {
-			return err
-		}
-		if err := netops.SetLinkUp(args.IfName); err != nil {
-			return err
-		}
-		if err := step(StepUp); err != nil {
-			return err
-		}
-		var err error
-		podLink, err = netops.LinkByName(args.IfName)
-		return err
-	})
-	if err != nil {
-		return nil, err
-	}
-	rec.PodMAC = podLink.MAC.String()
-
-	result := &current.Result{
-		CNIVersion: current.ImplementedSpecVersion,
-		Interfaces: []*current.Interface{{Name: args.IfName, Mac: podLink.MAC.String(), Mtu: podLink.MTU, Sandbox: args.Netns, PciID: conf.DeviceID}},
-	}
-	if conf.IPAMType != "" {
-		r, err := p.IPAM.Add(conf.IPAMType, args.StdinData)
 		if err != nil {
-			return nil, fmt.Errorf("IPAM plugin %q ADD: %w", conf.IPAMType, err)
-		}
-		if err := step(StepIPAM); err != nil {
 			return nil, err
 		}
-		if err := verbs.ApplyIPAM(conf.IPAMType, r, result, podNS, args.IfName); err != nil {
+		orig, err := p.VF.VFState(vf.PF, vf.Index)
+		if err != nil {
+			return nil, fmt.Errorf("read VF %d of %s: %w", vf.Index, vf.PF, err)
+		}
+		rec := &Record{
+			Attachment: vfrecord.AttachmentOf(args, conf.DeviceID), PF: vf.PF, VFIndex: vf.Index,
+			Netdev: vf.Netdev, NetdevMAC: link.MAC.String(), MTU: link.MTU, Up: link.Up, VF: orig,
+			Conf: *conf, Call: vfrecord.Call{Stdin: args.StdinData},
+		}
+		if err := at.Begin(rec, func(hostNS, podNS ns.NetNS) error { return p.teardown(rec, hostNS, podNS, args.StdinData) }); err != nil {
 			return nil, err
 		}
-	}
-	if err := step(StepAddr); err != nil {
-		return nil, err
-	}
-	if rec.Result, err = json.Marshal(result); err != nil {
-		return nil, fmt.Errorf("sriov cache: %w", err)
-	}
-	if err := records.Write(rec.DeviceID, rec); err != nil {
-		return nil, err
-	}
-	if err := step(StepResult); err != nil {
-		return nil, err
-	}
-	success = true
-	return result, nil
+		step := at.Step
+		if err := step(StepCache); err != nil {
+			return nil, err
+		}
+
+		if err := p.configureVF(vf.PF, vf.Index, conf); err != nil {
+			return nil, err
+		}
+		if err := step(StepVFConfig); err != nil {
+			return nil, err
+		}
+
+		if err := netops.SetLinkDown(vf.Netdev); err != nil {
+			return nil, err
+		}
+		if err := netops.SetLinkNetns(vf.Netdev, podNS); err != nil {
+			return nil, err
+		}
+		if err := step(StepMove); err != nil {
+			return nil, err
+		}
+
+		var podLink netops.Link
+		err = podNS.Do(func(ns.NetNS) error {
+			if err := netops.RenameLink(vf.Netdev, args.IfName); err != nil {
+				return err
+			}
+			if err := step(StepRename); err != nil {
+				return err
+			}
+			if conf.MAC != "" {
+				hw, _ := net.ParseMAC(conf.MAC)
+				if err := netops.SetLinkMAC(args.IfName, hw); err != nil {
+					return err
+				}
+			}
+			if err := step(StepMAC); err != nil {
+				return err
+			}
+			if conf.MTU != 0 {
+				if err := netops.SetLinkMTU(args.IfName, conf.MTU); err != nil {
+					return err
+				}
+			}
+			if err := step(StepMTU); err != nil {
+				return err
+			}
+			if err := netops.SetLinkUp(args.IfName); err != nil {
+				return err
+			}
+			if err := step(StepUp); err != nil {
+				return err
+			}
+			var err error
+			podLink, err = netops.LinkByName(args.IfName)
+			return err
+		})
+		if err != nil {
+			return nil, err
+		}
+		rec.PodMAC = podLink.MAC.String()
+
+		result := &current.Result{
+			CNIVersion: current.ImplementedSpecVersion,
+			Interfaces: []*current.Interface{{Name: args.IfName, Mac: podLink.MAC.String(), Mtu: podLink.MTU, Sandbox: args.Netns, PciID: conf.DeviceID}},
+		}
+		if err := verbs.AddIPAM(p.IPAM, conf.IPAMType, args.StdinData, result, podNS, args.IfName, func() error { return step(StepIPAM) }); err != nil {
+			return nil, err
+		}
+		if err := at.Finish(StepAddr, &rec.Result, result, StepResult); err != nil {
+			return nil, err
+		}
+		return result, nil
+	})
 }
 
 func (p *Plugin) configureVF(pf string, idx int, c *Config) error {
@@ -394,44 +314,30 @@ func (p *Plugin) Del(args *skel.CmdArgs) error {
 	}
 	return verbs.RecordDel[Record]{
 		Records:     p.records(),
-		Device:      func(r *Record) string { return r.DeviceID },
 		StrictNetns: true,
 		Warnf:       p.warnf,
 		// ADD never recorded anything (it failed before touching the VF), or DEL already ran.
-		Unrecorded: func() error {
-			if conf.IPAMType != "" {
-				if err := p.IPAM.Del(conf.IPAMType, args.StdinData); err != nil {
-					return fmt.Errorf("IPAM plugin %q DEL: %w", conf.IPAMType, err)
-				}
-			}
-			return nil
-		},
-		Undo: func(r *Record, hostNS, podNS ns.NetNS) error { return p.teardown(r, hostNS, podNS, stdin) },
+		Unrecorded: func() error { return verbs.DelIPAM(p.IPAM, conf.IPAMType, args.StdinData) },
+		Undo:       func(r *Record, hostNS, podNS ns.NetNS) error { return p.teardown(r, hostNS, podNS, stdin) },
 	}.Run(conf.DeviceID, args)
 }
 
 // Check verifies the interface, its addresses and routes and the VF
 // settings against the cache and the previous result.
 func (p *Plugin) Check(args *skel.CmdArgs) error {
-	conf, err := ParseLoose(args.StdinData)
+	var problems []string
+	conf, rec, prev, err := verbs.CheckRecord(p.records(), ParseLoose, args, func(r *Record) json.RawMessage { return r.Result })
 	if err != nil {
 		return err
 	}
-	rec, prev, err := verbs.CheckRecord(p.records(), conf.DeviceID, args, func(r *Record) json.RawMessage { return r.Result })
-	if err != nil {
+	if err := verbs.CheckIPAM(p.IPAM, conf.IPAMType, args.StdinData); err != nil {
 		return err
 	}
-	if conf.IPAMType != "" {
-		if err := p.IPAM.Check(conf.IPAMType, args.StdinData); err != nil {
-			return fmt.Errorf("IPAM plugin %q CHECK: %w", conf.IPAMType, err)
-		}
-	}
-	podNS, err := nsguard.GetNS(args.Netns)
+	podNS, err := verbs.OpenPodNS(args.Netns)
 	if err != nil {
-		return fmt.Errorf("open pod netns %q: %w", args.Netns, err)
+		return err
 	}
 	defer podNS.Close()
-	var problems []string
 	err = podNS.Do(func(ns.NetNS) error {
 		l, err := netops.LinkByName(args.IfName)
 		if err != nil {
@@ -496,3 +402,6 @@ func (p *Plugin) Check(args *skel.CmdArgs) error {
 	}
 	return nil
 }
+
+// Device is the device the config names (verbs.DeviceConfig).
+func (c *Config) Device() string { return c.DeviceID }

@@ -8,6 +8,7 @@ import (
 
 	"github.com/containernetworking/plugins/pkg/ns"
 
+	"github.com/rdmanet/rdmanet/internal/cni/verbs"
 	"github.com/rdmanet/rdmanet/internal/netops"
 )
 
@@ -16,15 +17,8 @@ import (
 // podNS may be nil (netns gone). Every step tolerates "already undone".
 func (p *Plugin) teardown(r *Record, hostNS, podNS ns.NetNS, stdin []byte) error {
 	var errs []error
-	if r.Conf.IPAMType != "" {
-		if len(stdin) == 0 {
-			stdin = r.Stdin
-		}
-		// the record's attachment, which is not the call's when an ADD
-		// reclaims the VF of a gone sandbox
-		if err := p.IPAM.DelFor(r.Conf.IPAMType, stdin, r.ContainerID, r.IfName); err != nil {
-			errs = append(errs, fmt.Errorf("IPAM plugin %q DEL: %w", r.Conf.IPAMType, err))
-		}
+	if err := verbs.DelIPAMFor(p.IPAM, r.Conf.IPAMType, stdin, r.Stdin, r.ContainerID, r.IfName); err != nil {
+		errs = append(errs, err)
 	}
 	macs := []string{r.PodMAC, r.NetdevMAC, r.Conf.MAC}
 	// find looks for the VF netdev by name (the given order), then by MAC.

@@ -66,3 +66,13 @@ func NetnsGone(err error) bool {
 	var nsNot ns.NSPathNotNSErr
 	return errors.As(err, &nsErr) || errors.As(err, &nsNot) || errors.Is(err, os.ErrNotExist)
 }
+
+// OpenPodNS opens the pod's netns (CNI_NETNS) for a CHECK or an ADD; its
+// error names the path.
+func OpenPodNS(netns string) (ns.NetNS, error) {
+	n, err := nsguard.GetNS(netns)
+	if err != nil {
+		return nil, fmt.Errorf("open pod netns %q: %w", netns, err)
+	}
+	return n, nil
+}

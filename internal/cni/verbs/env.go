@@ -28,6 +28,13 @@ type Env struct {
 // binary, the daemon's in-process). Errors are returned, not logged.
 func Stderr(format string, args ...any) { fmt.Fprintf(os.Stderr, format+"\n", args...) }
 
+// Warn writes a warning through warnf; nil discards it.
+func Warn(warnf func(format string, args ...any), format string, args ...any) {
+	if warnf != nil {
+		warnf(format, args...)
+	}
+}
+
 // FromEnv reads the environment (getenv; nil is os.Getenv) of the plugin
 // named plugin: RDMANET_SYSFS_ROOT, RDMANET_CNI_STATE_DIR (the plugin's
 // state dir is <dir>/<plugin>, else defStateDir; none when defStateDir is

@@ -17,7 +17,8 @@ import (
 // (vfrecord: sriov, rdma, ib-sriov).
 type RecordDel[R any] struct {
 	Records vfrecord.Store[R]
-	// Device is the device (PCI address) a record is of.
+	// Device is the device (PCI address) a record is of; nil for a record
+	// type that embeds vfrecord.Attachment.
 	Device func(*R) string
 	// StrictNetns is DelStep's.
 	StrictNetns bool
@@ -49,7 +50,11 @@ func (d RecordDel[R]) Run(deviceID string, args *skel.CmdArgs) error {
 	if err != nil {
 		return err
 	}
-	bdf := d.Device(rec)
+	device := d.Device
+	if device == nil {
+		device = d.Records.Device
+	}
+	bdf := device(rec)
 	return DelStep{
 		Lock: d.Records.LockPath(bdf),
 		Reread: func() (err error) {
@@ -67,22 +72,33 @@ func (d RecordDel[R]) Run(deviceID string, args *skel.CmdArgs) error {
 	}.Run()
 }
 
-// CheckRecord returns the record of a CHECK's attachment (deviceID is the
-// config's; "" scans the state dir) and the result its ADD recorded, which
-// result reads from the record (nil, or an empty result: none).
-func CheckRecord[R any](records vfrecord.Store[R], deviceID string, args *skel.CmdArgs, result func(*R) json.RawMessage) (*R, *current.Result, error) {
-	rec, err := records.Find(deviceID, args.ContainerID, args.IfName)
-	if err != nil {
-		return nil, nil, fmt.Errorf("%s CHECK: %w", records.Plugin, err)
+// DeviceConfig is a config that may name the device (a PCI address) an
+// attachment is of.
+type DeviceConfig interface {
+	// Device is the device the config names; "" when none.
+	Device() string
+}
+
+// CheckRecord is the start of a CHECK of a plugin that keeps a record per
+// device: the config (parse, the plugin's ParseLoose), the record of the
+// call's attachment (of the config's device, else found in the state dir)
+// and the result its ADD recorded, which result reads from the record
+// (nil, or an empty result: none).
+func CheckRecord[C DeviceConfig, R any](records vfrecord.Store[R], parse func([]byte) (C, error), args *skel.CmdArgs, result func(*R) json.RawMessage) (conf C, rec *R, prev *current.Result, err error) {
+	if conf, err = parse(args.StdinData); err != nil {
+		return conf, nil, nil, err
 	}
-	prev := &current.Result{}
+	if rec, err = records.Find(conf.Device(), args.ContainerID, args.IfName); err != nil {
+		return conf, nil, nil, fmt.Errorf("%s CHECK: %w", records.Plugin, err)
+	}
+	prev = &current.Result{}
 	if result == nil {
-		return rec, prev, nil
+		return conf, rec, prev, nil
 	}
 	if raw := result(rec); len(raw) > 0 {
 		if err := json.Unmarshal(raw, prev); err != nil {
-			return nil, nil, fmt.Errorf("%s CHECK: recorded result: %w", records.Plugin, err)
+			return conf, nil, nil, fmt.Errorf("%s CHECK: recorded result: %w", records.Plugin, err)
 		}
 	}
-	return rec, prev, nil
+	return conf, rec, prev, nil
 }

@@ -101,6 +101,7 @@ func TestCheckRecord(t *testing.T) {
 		result  func(*testRec) json.RawMessage
 		wantErr string
 		wantIPs int
+		stdin   string // the config ("" names testBDF)
 	}{
 		{name: "record and its result", result: resultOf,
 			stored: &testRec{"c1", "net1", testBDF, json.RawMessage(`{"cniVersion":"1.0.0","ips":[{"address":"10.1.2.3/24"}]}`)}, wantIPs: 1},
@@ -108,6 +109,9 @@ func TestCheckRecord(t *testing.T) {
 		{name: "the plugin records no result", stored: &testRec{"c1", "net1", testBDF, json.RawMessage(`{}`)}},
 		{name: "no record: named as the plugin's CHECK", result: resultOf, wantErr: "test CHECK: "},
 		{name: "another attachment's record", result: resultOf, stored: &testRec{"c2", "net1", testBDF, nil}, wantErr: "test CHECK: VF 0000:3b:02.0 is cached for container c2"},
+		{name: "a config that does not parse: its error", result: resultOf, stored: &testRec{"c1", "net1", testBDF, nil}, stdin: `{`,
+			wantErr: "unexpected end of JSON input"},
+		{name: "a config that names no device: found by scanning", result: resultOf, stored: &testRec{"c1", "net1", testBDF, nil}, stdin: `{}`},
 		{name: "a result that does not read", result: resultOf, stored: &testRec{"c1", "net1", testBDF, json.RawMessage(`{"ips":"x"}`)},
 			wantErr: "test CHECK: recorded result: "},
 	}
@@ -119,7 +123,12 @@ func TestCheckRecord(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			rec, prev, err := CheckRecord(records, testBDF, &skel.CmdArgs{ContainerID: "c1", IfName: "net1"}, tc.result)
+			stdin := tc.stdin
+			if stdin == "" {
+				stdin = `{"deviceID":"` + testBDF + `"}`
+			}
+			args := &skel.CmdArgs{ContainerID: "c1", IfName: "net1", StdinData: []byte(stdin)}
+			_, rec, prev, err := CheckRecord(records, parseTestConf, args, tc.result)
 			if tc.wantErr != "" {
 				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
 					t.Fatalf("CheckRecord: %v, want %q in it", err, tc.wantErr)
@@ -134,4 +143,16 @@ func TestCheckRecord(t *testing.T) {
 			}
 		})
 	}
+}
+
+// testConf is a config naming the device.
+type testConf struct {
+	DeviceID string `json:"deviceID"`
+}
+
+func (c *testConf) Device() string { return c.DeviceID }
+
+func parseTestConf(stdin []byte) (*testConf, error) {
+	c := &testConf{}
+	return c, json.Unmarshal(stdin, c)
 }

@@ -1,9 +1,11 @@
 // Package verbs is the shape rdmanet's own plugin binaries (sriov, rdma,
-// ib-sriov, ipoib) share: one function per CNI verb, run either by skel in
-// the binary or in-process by the daemon (internal/daemon/inproc),
-// producing the same bytes; the plugin built from the environment
-// (FromEnv); and the ADD, DEL and CHECK steps of the plugins that keep a
-// record per device (OpenAddRecord, RecordDel, CheckRecord, ApplyIPAM).
+// ib-sriov, ipoib) share: their cmd.go skeleton (Cmd: one function per CNI
+// verb, run either by skel in the binary or in-process by the daemon,
+// internal/daemon/inproc, producing the same bytes; RunFromEnv); the
+// plugin built from the environment (FromEnv); the IPAM steps (IPAM,
+// ExecIPAM, AddIPAM, DelIPAM, CheckIPAM); and the ADD, DEL and CHECK steps
+// of the plugins that keep a record per device (AddRecorded with its
+// rollback, RecordDel, CheckRecord, RDMABack).
 package verbs
 
 import (

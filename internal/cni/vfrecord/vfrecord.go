@@ -1,8 +1,9 @@
-// Package vfrecord is the record store the exclusive-mode CNI plugins
-// (sriov, rdma) keep in their state dir: one JSON file per VF, named by its
-// PCI address (<bdf>.json), holding what DEL needs to undo the ADD, and the
-// VF's lock file beside it (<bdf>.lock). A record is written and removed
-// only under the VF's lock.
+// Package vfrecord is the record store the plugins that hand a pod a
+// device (sriov, rdma, ib-sriov) keep in their state dir: one JSON file per
+// VF, named by its PCI address (<bdf>.json), holding what DEL needs to undo
+// the ADD (the record types embed Attachment, and Call when the ADD ran
+// IPAM), and the VF's lock file beside it (<bdf>.lock). A record is written
+// and removed only under the VF's lock.
 package vfrecord
 
 import (
@@ -12,9 +13,40 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/containernetworking/cni/pkg/skel"
+
 	"github.com/rdmanet/rdmanet/internal/fsutil"
 	"github.com/rdmanet/rdmanet/internal/netops"
 )
+
+// Attachment is what every record says of the attachment it is of. The
+// plugins' record types embed it (its keys are then the record's own), and
+// a Store of such records needs no Owner.
+type Attachment struct {
+	ContainerID string `json:"containerID"`
+	IfName      string `json:"ifName"`
+	Netns       string `json:"netns"`
+	// DeviceID is the device (PCI address) the record is of.
+	DeviceID string `json:"deviceID"`
+}
+
+// AttachmentOf is the attachment of a CNI call (args) to the device bdf.
+func AttachmentOf(args *skel.CmdArgs, bdf string) Attachment {
+	return Attachment{ContainerID: args.ContainerID, IfName: args.IfName, Netns: args.Netns, DeviceID: bdf}
+}
+
+func (a *Attachment) attachment() *Attachment { return a }
+
+// Call is what a record keeps of the ADD that wrote it, for DEL (its config)
+// and CHECK (its result); the record types of the plugins that run IPAM
+// embed it.
+type Call struct {
+	Stdin  []byte          `json:"stdin"`
+	Result json.RawMessage `json:"result,omitempty"`
+}
+
+// attached is a record type that embeds Attachment.
+type attached interface{ attachment() *Attachment }
 
 // Store is the record store of one plugin; R is its record type.
 type Store[R any] struct {
@@ -28,9 +60,22 @@ type Store[R any] struct {
 	// NameCaller has the error for a VF recorded for another container
 	// name the caller's container too (", not <containerID>").
 	NameCaller bool
-	// Owner returns the container ID and interface name a record is of.
+	// Owner returns the container ID and interface name a record is of;
+	// nil for a record type that embeds Attachment.
 	Owner func(*R) (containerID, ifName string)
 }
+
+// owner is the container ID and interface name r is of.
+func (s Store[R]) owner(r *R) (containerID, ifName string) {
+	if s.Owner != nil {
+		return s.Owner(r)
+	}
+	a := any(r).(attached).attachment()
+	return a.ContainerID, a.IfName
+}
+
+// Device is the device of r, a record that embeds Attachment.
+func (s Store[R]) Device(r *R) string { return any(r).(attached).attachment().DeviceID }
 
 // Path is the record file of the VF bdf.
 func (s Store[R]) Path(bdf string) string { return filepath.Join(s.Dir, bdf+".json") }
@@ -58,7 +103,7 @@ func (s Store[R]) Read(bdf string) (*R, error) {
 // another attachment, is an error wrapping os.ErrNotExist.
 func (s Store[R]) Find(deviceID, containerID, ifName string) (*R, error) {
 	match := func(r *R) bool {
-		c, i := s.Owner(r)
+		c, i := s.owner(r)
 		return c == containerID && i == ifName
 	}
 	if deviceID != "" {
@@ -67,7 +112,7 @@ func (s Store[R]) Find(deviceID, containerID, ifName string) (*R, error) {
 			return nil, err
 		}
 		if !match(r) {
-			holder, _ := s.Owner(r)
+			holder, _ := s.owner(r)
 			if s.NameCaller {
 				return nil, fmt.Errorf("VF %s is cached for container %s, not %s: %w", deviceID, holder, containerID, os.ErrNotExist)
 			}

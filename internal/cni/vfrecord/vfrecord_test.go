@@ -7,6 +7,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/containernetworking/cni/pkg/skel"
 )
 
 type testRecord struct {
@@ -267,5 +269,55 @@ func TestPaths(t *testing.T) {
 	}
 	if got, want := s.LockPath(vfA), "/var/lib/cni/test/"+vfA+".lock"; got != want {
 		t.Errorf("LockPath = %s, want %s", got, want)
+	}
+}
+
+// embedded is a record type that embeds Attachment and Call.
+type embedded struct {
+	Attachment
+	RDMADev string `json:"rdmaDev"`
+	Call
+}
+
+// TestAttachmentRecords: a store of records that embed Attachment needs no
+// Owner, finds records by their attachment, names their device, and keeps
+// the keys a record of its own fields had.
+func TestAttachmentRecords(t *testing.T) {
+	s := Store[embedded]{Dir: t.TempDir(), Plugin: "rdma"}
+	args := &skel.CmdArgs{ContainerID: "c1", IfName: "net1", Netns: "/var/run/netns/p"}
+	r := &embedded{Attachment: AttachmentOf(args, "0000:41:00.2"), RDMADev: "mlx5_4", Call: Call{Stdin: []byte(`{}`), Result: json.RawMessage(`{"cniVersion":"1.0.0"}`)}}
+	if err := s.Write("0000:41:00.2", r); err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(s.Path("0000:41:00.2"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var keys map[string]json.RawMessage
+	if err := json.Unmarshal(b, &keys); err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range []string{"containerID", "ifName", "netns", "deviceID", "rdmaDev", "stdin", "result"} {
+		if _, ok := keys[k]; !ok {
+			t.Errorf("record %s lacks key %q", b, k)
+		}
+	}
+	for _, tc := range []struct {
+		name, deviceID, containerID string
+		wantErr                     bool
+	}{
+		{name: "named by the config", deviceID: "0000:41:00.2", containerID: "c1"},
+		{name: "found by scanning", containerID: "c1"},
+		{name: "another container's", deviceID: "0000:41:00.2", containerID: "c2", wantErr: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := s.Find(tc.deviceID, tc.containerID, "net1")
+			if (err != nil) != tc.wantErr {
+				t.Fatalf("Find: %v, want error %v", err, tc.wantErr)
+			}
+			if err == nil && (s.Device(got) != "0000:41:00.2" || got.Netns != "/var/run/netns/p" || string(got.Result) != `{"cniVersion":"1.0.0"}`) {
+				t.Fatalf("found %+v (device %q)", got, s.Device(got))
+			}
+		})
 	}
 }
