@@ -141,7 +141,7 @@ func TestFailReason(t *testing.T) {
 	for _, c := range []struct{ name, err, want string }{
 		{"rdmanet's PodResources Get", `plugin type="rdmanet" failed (add): pod ns/p: kubelet PodResources Get ns/p on /x.sock: rpc error: code = DeadlineExceeded desc = context deadline exceeded`, "podresources-timeout"},
 		{"Multus' PodResources List", `CmdAdd (shim): ... getPodResources: failed to list pod resources, ... rpc error: code = DeadlineExceeded desc = context deadline exceeded`, "podresources-timeout"},
-		{"rdmanet-daemon's limit on calls", `plugin type="rdmanet" failed (add): rdmanet daemon: ADD of container c refused, try again later: the rdmanet daemon runs 48 of its 48 slots (--max-inflight-calls=64 less the 16 that --del-reserved-calls keeps for DEL) and 256 more wait (--max-queued-calls=256)`, "daemon-limit"},
+		{"rdmanet-daemon's limit on calls", `plugin type="rdmanet" failed (add): rdmanet daemon: ADD of container c refused, try again later: the rdmanet daemon has 48 ADD/CHECK calls in flight, the most it runs (--max-inflight-calls=64 less the 16 slots --del-reserved-calls keeps for DEL) and 256 more waiting (--max-queued-calls=256)`, "daemon-limit"},
 		{"another timeout", `ADD ns/p: stopped at the call's time limit (context deadline exceeded)`, "timeout"},
 		{"anything else, cut", strings.Repeat("x", 150), strings.Repeat("x", 100)},
 	} {

@@ -299,11 +299,11 @@ func (l *Limiter) releaseLocked(class Class, id string) {
 // refuseLocked counts and logs a refusal and returns its error.
 func (l *Limiter) refuseLocked(class Class, reason string, call Call, waited time.Duration) error {
 	l.rejected[[2]string{class.String(), reason}]++
-	slots := fmt.Sprintf("%d of its %d slots (--%s=%d less the %d that --%s keeps for DEL)",
-		l.held[Setup], l.lim.MaxInFlight-l.lim.DelReserve, FlagMaxInFlight, l.lim.MaxInFlight, l.lim.DelReserve, FlagDelReserve)
+	slots := fmt.Sprintf("%d ADD/CHECK calls in flight, the most it runs (--%s=%d less the %d slots --%s keeps for DEL)",
+		l.held[Setup], FlagMaxInFlight, l.lim.MaxInFlight, l.lim.DelReserve, FlagDelReserve)
 	if class == Teardown {
-		slots = fmt.Sprintf("%d DEL/GC and %d ADD/CHECK calls in its %d slots (--%s=%d)",
-			l.held[Teardown], l.held[Setup], l.lim.MaxInFlight, FlagMaxInFlight, l.lim.MaxInFlight)
+		slots = fmt.Sprintf("%d DEL/GC and %d ADD/CHECK calls in flight, all its slots (--%s=%d)",
+			l.held[Teardown], l.held[Setup], FlagMaxInFlight, l.lim.MaxInFlight)
 	}
 	what := call.Command
 	if call.ContainerID != "" {
@@ -312,9 +312,9 @@ func (l *Limiter) refuseLocked(class Class, reason string, call Call, waited tim
 	var why string
 	switch reason {
 	case ReasonQueueFull:
-		why = fmt.Sprintf("the rdmanet daemon runs %s and %d more wait (--%s=%d)", slots, len(l.queue[class]), FlagMaxQueued, l.lim.MaxQueued)
+		why = fmt.Sprintf("the rdmanet daemon has %s and %d more waiting (--%s=%d)", slots, len(l.queue[class]), FlagMaxQueued, l.lim.MaxQueued)
 	case ReasonWait:
-		why = fmt.Sprintf("it waited %v for a slot, the longest wait (--%s=%v, or half the client's wait); the rdmanet daemon runs %s", waited.Round(time.Millisecond), FlagMaxWait, l.lim.MaxWait, slots)
+		why = fmt.Sprintf("it waited %v for a slot, the longest wait (--%s=%v, or half the client's wait); the rdmanet daemon has %s", waited.Round(time.Millisecond), FlagMaxWait, l.lim.MaxWait, slots)
 	default:
 		why = "the rdmanet daemon is stopping; it was waiting for a slot and did not run"
 	}
