@@ -19,7 +19,7 @@ cni-plugins:
 # Unit + real-netns tests of the data plane (root; CI is root). The plugins
 # the tests exec are built with -tags rdmanet_testhooks by test/pluginbin.
 test-cni:
-	RDMANET_REQUIRE_NETNS=1 $(GO) test -count=1 ./internal/netops/... ./internal/cni/sriov/... ./internal/cni/rdma/... ./internal/cni/verbs/... ./internal/cni/confkeys/... ./internal/inventory/... ./test/tier/... ./test/netnsutil/... ./test/cni/...
+	RDMANET_REQUIRE_NETNS=1 $(GO) test -count=1 ./internal/netops/... ./internal/cni/sriov/... ./internal/cni/rdma/... ./internal/cni/verbs/... ./internal/cni/confkeys/... ./internal/cni/cniconf/... ./internal/cni/conftest/... ./internal/cni/ibsriov/... ./internal/cni/ipoib/... ./internal/inventory/... ./test/tier/... ./test/netnsutil/... ./test/cni/...
 
 # ADD/DEL p50/p99 of sriov+rdma+IPAM over 200 runs on a simulated VF, and
 # 64 parallel ADDs' wall time; then the seed chain per call, as thin clients
