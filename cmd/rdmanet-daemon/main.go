@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/rdmanet/rdmanet/internal/cni/meta"
+	"github.com/rdmanet/rdmanet/internal/cni/meta/kube"
 	"github.com/rdmanet/rdmanet/internal/daemon"
 	"github.com/rdmanet/rdmanet/internal/daemon/sockserve"
 	"github.com/rdmanet/rdmanet/internal/daemonclient"
@@ -50,7 +51,7 @@ func parseFlags(args []string) (daemon.Config, int) {
 	fs.DurationVar(&c.RetryInterval, "del-retry-interval", daemon.DefaultRetryInterval, "how often to look for DELs that left delegates behind (the cache's pending records) and retry those due")
 	fs.DurationVar(&c.RetryBackoff, "del-retry-backoff", meta.DefaultRetryBackoff, "first delay before a pending DEL is retried, doubled per attempt up to --del-retry-max-backoff")
 	fs.DurationVar(&c.RetryMaxBackoff, "del-retry-max-backoff", meta.DefaultRetryMaxBackoff, "longest delay between retries of a pending DEL (it is retried until it succeeds)")
-	fs.BoolVar(&c.PodEvents, "pod-events", true, "record a Warning Event (reason "+meta.EventReasonAttachFailed+", the CNI error's text and fix) on the pod of every failed ADD, so `kubectl describe pod` shows why its sandbox does not start; repeats are aggregated and rate-limited per pod (client-go's event correlator: 25 at once, then one per 5 minutes). Needs events create/patch (deploy/rbac-daemon.yaml); the kubernetes source only")
+	fs.BoolVar(&c.PodEvents, "pod-events", true, "record a Warning Event (reason "+kube.EventReasonAttachFailed+", the CNI error's text and fix) on the pod of every failed ADD, so `kubectl describe pod` shows why its sandbox does not start; repeats are aggregated and rate-limited per pod (client-go's event correlator: 25 at once, then one per 5 minutes). Needs events create/patch (deploy/rbac-daemon.yaml); the kubernetes source only")
 	fs.BoolVar(&c.Meta, "meta", true, "serve the rdmanet meta CNI shim on the config's daemonSocket (needs --config). false: serve only --plugin-socket, e.g. on a node where Multus stays the meta plugin and rdmanet's sriov, rdma and rdmanet-ipam are its delegates")
 	fs.StringVar(&c.PluginSocket, "plugin-socket", daemonclient.DefaultSocket, "unix socket on which exec'd rdmanet plugins (sriov, rdma, rdmanet-ipam, also as whereabouts) hand their calls to this daemon, which runs them in-process with warm API clients when the plugin file is this daemon's build (else the plugin does the work itself, as when no daemon runs); the plugins look here unless RDMANET_PLUGIN_SOCKET says otherwise. Empty: off")
 	fs.IntVar(&c.Calls.MaxInFlight, sockserve.FlagMaxInFlight, sockserve.DefaultMaxInFlight, "CNI calls the daemon runs at once over both sockets (the shim's and the plugins'; a delegate plugin's call under its container's call counts once): a call in flight costs the daemon about 70 KiB and 4 goroutines, and a burst beyond this attaches no faster on one node. Past it calls wait (--max-queued-calls, --max-queue-wait), then are refused with CNI error 11 (try again later: the runtime retries) naming this flag. 0: no limit")

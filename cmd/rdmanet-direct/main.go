@@ -6,11 +6,11 @@ package main
 import (
 	"os"
 
-	"github.com/rdmanet/rdmanet/internal/cni/meta"
+	"github.com/rdmanet/rdmanet/internal/cni/meta/direct"
 	"github.com/rdmanet/rdmanet/internal/version"
 )
 
 func main() {
 	version.Handle("rdmanet-direct", os.Args[1:])
-	meta.Main()
+	direct.Main()
 }

@@ -170,44 +170,11 @@ func Run(ctx context.Context, c Config) error {
 		// every plugin as a process, through an Exec that only observes
 		d.Exec = &inproc.Exec{Log: log, Plugins: map[string]inproc.Plugin{}, Observer: m}
 	}
-	var claims meta.ClaimDeviceResolver // DRA devices of pods: from ResourceSlices
-	switch conf.Source.Type {
-	case "static":
-		d.Source = &meta.StaticSource{Dir: conf.Source.Dir, StatusDir: conf.Source.StatusDir}
-		sourceReady.Store(true)
-	default:
-		live, err := meta.NewKubeSource(conf.Kubeconfig, 50)
-		if err != nil {
-			return failed("%w", err)
-		}
-		claims = meta.NewSliceResolver(live.Core)
-		sctx, cancel := context.WithTimeout(ctx, c.SyncTimeout)
-		cs, err := meta.NewCachedSource(sctx, live, c.NodeName)
-		cancel()
-		if err != nil {
-			return failed("%w", err)
-		}
-		d.Source = cs
-		sourceReady.Store(true)
-		if c.PodEvents {
-			ev := meta.NewKubeEvents(live.Core, c.NodeName)
-			defer ev.Shutdown()
-			d.Events = ev
-		}
-	}
-	prc, err := meta.NewPodResourcesClient(conf.PodResourcesSocket)
+	release, err := d.connect(ctx, c, conf, m, &sourceReady)
 	if err != nil {
-		return failed("%w", err)
+		return err
 	}
-	defer prc.Close()
-	prc.Claims = claims
-	d.Devices = prc
-	if c.StatusWrite == "async" {
-		d.AsyncStatus = &meta.StatusWriter{Source: d.Source, Log: log, Timeout: conf.APITimeoutDur, Observer: d.Observer}
-		if m != nil {
-			m.PendingStatusWrites(d.AsyncStatus.Pending)
-		}
-	}
+	defer release()
 	log.Info("rdmanet-daemon serving", "socket", socket, "plugin_socket", c.PluginSocket, "node", c.NodeName, "source", conf.Source.Type, "status_write", c.StatusWrite, "in_process_plugins", c.InProcess, "max_inflight_calls", c.Calls.MaxInFlight)
 	pluginsDone := make(chan error, 1)
 	if c.PluginSocket != "" {

@@ -14,6 +14,7 @@ import (
 	"github.com/containernetworking/cni/pkg/types"
 
 	"github.com/rdmanet/rdmanet/internal/cni/meta"
+	"github.com/rdmanet/rdmanet/internal/cni/meta/kube"
 	"github.com/rdmanet/rdmanet/internal/daemon/sockserve"
 	"github.com/rdmanet/rdmanet/internal/daemonclient"
 )
@@ -46,7 +47,7 @@ type MetaServer struct {
 	// Events, when set, records a Warning Event on the pod of every failed
 	// ADD (the per-call plugin records none: it would pay an API client and
 	// a broadcaster on every exec).
-	Events meta.EventRecorder
+	Events kube.EventRecorder
 
 	warned  sync.Map    // config warnings already logged
 	serving atomic.Bool // Serve is accepting calls

@@ -52,6 +52,7 @@ import (
 	v1alpha1 "github.com/rdmanet/rdmanet/api/ipam/v1alpha1"
 	"github.com/rdmanet/rdmanet/internal/agent"
 	"github.com/rdmanet/rdmanet/internal/cni/meta"
+	"github.com/rdmanet/rdmanet/internal/cni/meta/kube"
 	"github.com/rdmanet/rdmanet/internal/daemon"
 	"github.com/rdmanet/rdmanet/internal/devinfo"
 	"github.com/rdmanet/rdmanet/internal/inventory"
@@ -870,13 +871,13 @@ func TestDeployRBAC(t *testing.T) {
 
 	t.Run("rdmanet-daemon", func(t *testing.T) {
 		kubeconfig := filepath.Join(confDir, "rdmanet.d", "rdmanet.kubeconfig")
-		live, err := meta.NewKubeSource(kubeconfig, 0)
+		live, err := kube.NewKubeSource(kubeconfig, 0)
 		if err != nil {
 			t.Fatal(err)
 		}
 		sctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 		defer cancel()
-		src, err := meta.NewCachedSource(sctx, live, nodeName)
+		src, err := kube.NewCachedSource(sctx, live, nodeName)
 		if err != nil {
 			t.Fatalf("informers with the rdmanet-daemon token: %v", err)
 		}
@@ -939,18 +940,18 @@ func TestDeployRBAC(t *testing.T) {
 			t.Fatalf("network-status not written: %v", got.Annotations)
 		}
 		// A failed ADD's Event on the pod, recorded with the daemon's token.
-		ev := meta.NewKubeEvents(live.Core, nodeName)
+		ev := kube.NewKubeEvents(live.Core, nodeName)
 		ev.AttachFailed(meta.PodIdentity{Namespace: ns, Name: mine.Name, UID: mine.UID}, "c0ffee", errors.New("deploy test: attach failed"))
 		for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(50 * time.Millisecond) {
 			l, err := admin.CoreV1().Events(ns).List(ctx, metav1.ListOptions{FieldSelector: "involvedObject.name=" + mine.Name})
 			if err != nil {
 				t.Fatal(err)
 			}
-			if len(l.Items) > 0 && l.Items[0].Reason == meta.EventReasonAttachFailed {
+			if len(l.Items) > 0 && l.Items[0].Reason == kube.EventReasonAttachFailed {
 				break
 			}
 			if time.Now().After(deadline) {
-				t.Fatalf("no %s Event on pod %s written with the rdmanet-daemon token (events create): %+v", meta.EventReasonAttachFailed, mine.Name, l.Items)
+				t.Fatalf("no %s Event on pod %s written with the rdmanet-daemon token (events create): %+v", kube.EventReasonAttachFailed, mine.Name, l.Items)
 			}
 		}
 		ev.Shutdown()

@@ -20,6 +20,7 @@ import (
 
 	"github.com/rdmanet/rdmanet/internal/agent"
 	"github.com/rdmanet/rdmanet/internal/cni/meta"
+	"github.com/rdmanet/rdmanet/internal/cni/meta/kube"
 	"github.com/rdmanet/rdmanet/internal/devinfo"
 	"github.com/rdmanet/rdmanet/internal/dra"
 	"github.com/rdmanet/rdmanet/internal/ipam"
@@ -33,7 +34,7 @@ const (
 
 // Client settings of the real binaries: rdmanet-agent's client is
 // client-go's default (dra.NewClient sets no QPS: 5, burst 10);
-// rdmanet-daemon's is meta.NewKubeSource(kubeconfig, 50): 50, burst 100;
+// rdmanet-daemon's is kube.NewKubeSource(kubeconfig, 50): 50, burst 100;
 // rdmanet-ipam's kubernetes store has no client-side limit (-1).
 const (
 	agentQPS, agentBurst   = 5, 10
@@ -80,9 +81,9 @@ type Node struct {
 	o              NodeOptions
 	pub            *dra.Publisher
 	ann            *agent.NodeAnnotator
-	live           *meta.KubeSource
-	src            *meta.CachedSource
-	slices         *meta.SliceResolver
+	live           *kube.KubeSource
+	src            *kube.CachedSource
+	slices         *kube.SliceResolver
 	alloc          *ipam.Allocator
 	holders        *holders
 	full           *agent.Agent
@@ -178,7 +179,7 @@ func StartNode(ctx context.Context, o NodeOptions) (*Node, error) {
 		}()
 	}
 
-	// rdmanet-daemon: meta.NewKubeSource(kubeconfig, 50), its cached source
+	// rdmanet-daemon: kube.NewKubeSource(kubeconfig, 50), its cached source
 	// and slice resolver; the in-process rdmanet-ipam's kubernetes store.
 	dcfg := processConfig(o.Base, o.Transport, n.Daemon, "rdmanet-cni", daemonQPS, daemonBurst)
 	// (The real daemon's clients share one connection through client-go's
@@ -192,8 +193,8 @@ func StartNode(ctx context.Context, o NodeOptions) (*Node, error) {
 	if err != nil {
 		return nil, err
 	}
-	n.live = &meta.KubeSource{Core: core, NADs: nads}
-	n.slices = meta.NewSliceResolver(core)
+	n.live = &kube.KubeSource{Core: core, NADs: nads}
+	n.slices = kube.NewSliceResolver(core)
 	icfg := processConfig(o.Base, o.Transport, n.Daemon, "rdmanet-ipam", -1, -1)
 	icfg.Timeout = 30 * time.Second
 	store, err := ipam.NewKubeStore(icfg)
@@ -202,7 +203,7 @@ func StartNode(ctx context.Context, o NodeOptions) (*Node, error) {
 	}
 	ipamDir := filepath.Join(o.StateDir, "ipam")
 	n.alloc = &ipam.Allocator{Store: store, Node: o.Name, Lock: &ipam.FileLock{Dir: ipamDir}, StateDir: ipamDir}
-	if n.src, err = meta.NewCachedSource(ctx, n.live, o.Name); err != nil {
+	if n.src, err = kube.NewCachedSource(ctx, n.live, o.Name); err != nil {
 		return nil, err
 	}
 	ok = true

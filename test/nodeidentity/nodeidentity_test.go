@@ -48,6 +48,7 @@ import (
 	v1alpha1 "github.com/rdmanet/rdmanet/api/ipam/v1alpha1"
 	"github.com/rdmanet/rdmanet/internal/agent"
 	"github.com/rdmanet/rdmanet/internal/cni/meta"
+	"github.com/rdmanet/rdmanet/internal/cni/meta/kube"
 	"github.com/rdmanet/rdmanet/internal/devinfo"
 	"github.com/rdmanet/rdmanet/internal/install"
 	"github.com/rdmanet/rdmanet/internal/inventory"
@@ -294,8 +295,8 @@ func slice(name, node, drv string) *resourcev1.ResourceSlice {
 func event(name string, pod *corev1.Pod, host string) *corev1.Event {
 	return &corev1.Event{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: pod.Namespace},
 		InvolvedObject: corev1.ObjectReference{Kind: "Pod", Namespace: pod.Namespace, Name: pod.Name, UID: pod.UID, APIVersion: "v1"},
-		Reason:         meta.EventReasonAttachFailed, Message: "test", Type: corev1.EventTypeWarning,
-		Source: corev1.EventSource{Component: meta.EventComponent, Host: host}, Count: 1,
+		Reason:         kube.EventReasonAttachFailed, Message: "test", Type: corev1.EventTypeWarning,
+		Source: corev1.EventSource{Component: kube.EventComponent, Host: host}, Count: 1,
 		FirstTimestamp: metav1.Now(), LastTimestamp: metav1.Now()}
 }
 
@@ -489,12 +490,12 @@ func TestNodeRestriction(t *testing.T) {
 		return []meta.ClaimNetwork{{ClaimDevice: meta.ClaimDevice{Namespace: c.Namespace, Claim: c.Name, Driver: driver, Pool: node, Device: "vf-0"},
 			Pod: c.Namespace + "/" + c.Status.ReservedFor[0].Name, Interface: "net1", IPs: []string{"10.60.1.5/24"}, MAC: "02:00:00:00:00:01"}}
 	}
-	source := func(id *identity) *meta.KubeSource {
+	source := func(id *identity) *kube.KubeSource {
 		nads, err := nadClient(id.cfg)
 		if err != nil {
 			t.Fatal(err)
 		}
-		return &meta.KubeSource{Core: id.cs, NADs: nads}
+		return &kube.KubeSource{Core: id.cs, NADs: nads}
 	}
 	status := devinfo.Statuses([]nadv1.NetworkStatus{{Name: w.ns + "/face-training-rdma", Interface: "net1", IPs: []string{"10.60.1.5"}}})
 	statusPatch := func(ns, pod, patch string) func(context.Context, *identity) error {
@@ -915,7 +916,7 @@ func TestHostToken(t *testing.T) {
 	if err := os.WriteFile(metaKubeconfig, install.Kubeconfig("rdmanet", w.api.Config().Host, caFile, hostToken), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := meta.NewKubeSource(metaKubeconfig, 0); !errors.Is(err, nodetoken.ErrExpired) || !strings.Contains(err.Error(), hostToken) {
+	if _, err := kube.NewKubeSource(metaKubeconfig, 0); !errors.Is(err, nodetoken.ErrExpired) || !strings.Contains(err.Error(), hostToken) {
 		t.Fatalf("rdmanet-direct's source with an expired host token: %v, want ErrExpired naming %s", err, hostToken)
 	}
 	// And the API server, asked anyway, refuses it.

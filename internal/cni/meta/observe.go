@@ -139,3 +139,17 @@ func (p *Plugin) observeStep(step string, start time.Time) {
 		c.Step(step, time.Since(start))
 	}
 }
+
+// AsCNIError keeps the whole message: skel would otherwise print only an
+// inner delegate's *types.Error and drop which network and pod failed.
+func AsCNIError(err error) error {
+	code := uint(types.ErrInternal)
+	var te *types.Error
+	if errors.As(err, &te) {
+		if te == err {
+			return err
+		}
+		code = te.Code
+	}
+	return types.NewError(code, err.Error(), "")
+}

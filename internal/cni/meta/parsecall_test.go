@@ -11,6 +11,7 @@ import (
 	"github.com/containernetworking/cni/pkg/skel"
 
 	"github.com/rdmanet/rdmanet/internal/cni/meta"
+	"github.com/rdmanet/rdmanet/internal/cni/meta/direct"
 	"github.com/rdmanet/rdmanet/internal/daemon"
 	"github.com/rdmanet/rdmanet/internal/daemonclient"
 	"github.com/rdmanet/rdmanet/test/netnsutil"
@@ -74,7 +75,7 @@ func TestCNIArgsParsedOnce(t *testing.T) {
 		}},
 		{name: "rdmanet-direct", call: func(verb string, a meta.Args) error {
 			args := &skel.CmdArgs{ContainerID: a.ContainerID, Netns: a.Netns, IfName: a.IfName, Args: a.Args, Path: a.Path, StdinData: conf}
-			f := meta.Funcs()
+			f := direct.Funcs()
 			switch verb {
 			case "ADD":
 				return f.Add(args)

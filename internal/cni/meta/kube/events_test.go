@@ -1,4 +1,4 @@
-package meta
+package kube
 
 import (
 	"context"
@@ -11,20 +11,22 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes/fake"
+
+	"github.com/rdmanet/rdmanet/internal/cni/meta"
 )
 
 func TestAttachEventWanted(t *testing.T) {
-	pod := PodIdentity{Namespace: "ai", Name: "p0", UID: "u"}
+	pod := meta.PodIdentity{Namespace: "ai", Name: "p0", UID: "u"}
 	tests := []struct {
 		name string
-		pod  PodIdentity
+		pod  meta.PodIdentity
 		err  error
 		want bool
 	}{
 		{name: "failed ADD of a pod", pod: pod, err: errors.New("no device"), want: true},
 		{name: "no error", pod: pod, err: nil, want: false},
-		{name: "no pod in CNI_ARGS", pod: PodIdentity{}, err: errors.New("x"), want: false},
-		{name: "pod gone during ADD", pod: pod, err: fmt.Errorf("get pod ai/p0: %w", ErrNotFound), want: false},
+		{name: "no pod in CNI_ARGS", pod: meta.PodIdentity{}, err: errors.New("x"), want: false},
+		{name: "pod gone during ADD", pod: pod, err: fmt.Errorf("get pod ai/p0: %w", meta.ErrNotFound), want: false},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -42,7 +44,7 @@ func TestKubeEventsAggregates(t *testing.T) {
 	client := fake.NewClientset()
 	k := NewKubeEvents(client, "node-a")
 	defer k.Shutdown()
-	pod := PodIdentity{Namespace: "ai", Name: "p0", UID: "uid-0"}
+	pod := meta.PodIdentity{Namespace: "ai", Name: "p0", UID: "uid-0"}
 	for range 5 {
 		k.AttachFailed(pod, "c0ffee", errors.New("no VF of resource rdma/sriov_a for the pod: fix: request it"))
 	}

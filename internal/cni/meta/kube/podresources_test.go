@@ -1,4 +1,4 @@
-package meta
+package kube
 
 import (
 	"context"
@@ -8,6 +8,8 @@ import (
 	"testing"
 
 	podresourcesapi "k8s.io/kubelet/pkg/apis/podresources/v1"
+
+	"github.com/rdmanet/rdmanet/internal/cni/meta"
 )
 
 // fakeSlices resolves "driver/pool/device" keys; missing keys are not
@@ -47,25 +49,25 @@ func TestCollectClaimDevices(t *testing.T) {
 		name       string
 		containers []*podresourcesapi.ContainerResources
 		resolver   ClaimDeviceResolver
-		want       Devices
+		want       meta.Devices
 		wantClaims []string // device IDs with a claim
 		unresolved []string // substrings of Allocation.Unresolved
 		wantErr    string
 	}{
 		{name: "device plugin only", containers: []*podresourcesapi.ContainerResources{{Devices: []*podresourcesapi.ContainerDevices{dp}}},
-			resolver: slices_, want: Devices{"example.com/other": {"0000:81:00.2"}}},
+			resolver: slices_, want: meta.Devices{"example.com/other": {"0000:81:00.2"}}},
 		{name: "claim shared by two containers: its VF once", resolver: slices_, containers: []*podresourcesapi.ContainerResources{
 			{Name: "a", DynamicResources: []*podresourcesapi.DynamicResource{claimRes("nic", "rdma.rdmanet.io:vf-0000-41-00-2")}},
 			{Name: "b", DynamicResources: []*podresourcesapi.DynamicResource{claimRes("nic", "rdma.rdmanet.io:vf-0000-41-00-2")}}},
-			want: Devices{res: {"0000:41:00.2"}}, wantClaims: []string{"0000:41:00.2"}},
+			want: meta.Devices{res: {"0000:41:00.2"}}, wantClaims: []string{"0000:41:00.2"}},
 		{name: "GPU and two VFs in one claim, plus a device plugin device", resolver: slices_, containers: []*podresourcesapi.ContainerResources{
 			{Devices: []*podresourcesapi.ContainerDevices{dp}, DynamicResources: []*podresourcesapi.DynamicResource{
 				claimRes("rail", "gpu.nvidia.com:gpu-0", "rdma.rdmanet.io:vf-0000-41-00-2", "rdma.rdmanet.io:vf-0000-41-00-3")}}},
-			want:       Devices{"example.com/other": {"0000:81:00.2"}, res: {"0000:41:00.2", "0000:41:00.3"}},
+			want:       meta.Devices{"example.com/other": {"0000:81:00.2"}, res: {"0000:41:00.2", "0000:41:00.3"}},
 			wantClaims: []string{"0000:41:00.2", "0000:41:00.3"}, unresolved: []string{"claim ai/rail device gpu.nvidia.com/node-a/gpu-0 (not a network device"}},
 		{name: "no resolver: DRA devices named, not used", containers: []*podresourcesapi.ContainerResources{
 			{DynamicResources: []*podresourcesapi.DynamicResource{claimRes("nic", "rdma.rdmanet.io:vf-0000-41-00-2")}}},
-			want: Devices{}, unresolved: []string{"vf-0000-41-00-2 (no ResourceSlice lookup configured)"}},
+			want: meta.Devices{}, unresolved: []string{"vf-0000-41-00-2 (no ResourceSlice lookup configured)"}},
 		{name: "lookup fails: the ADD fails naming the claim", resolver: slices_, containers: []*podresourcesapi.ContainerResources{
 			{DynamicResources: []*podresourcesapi.DynamicResource{claimRes("nic", "rdma.rdmanet.io:broken")}}},
 			wantErr: "pod ai/p: claim ai/nic device rdma.rdmanet.io/node-a/broken: slice lookup failed"},

@@ -1,4 +1,4 @@
-package meta
+package kube
 
 import (
 	"errors"
@@ -9,6 +9,8 @@ import (
 	"k8s.io/client-go/kubernetes/scheme"
 	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/tools/record"
+
+	"github.com/rdmanet/rdmanet/internal/cni/meta"
 )
 
 // EventReasonAttachFailed is the reason of the Warning Event a failed ADD
@@ -23,7 +25,7 @@ const EventComponent = "rdmanet-cni"
 type EventRecorder interface {
 	// AttachFailed records that ADD of containerID failed for the pod,
 	// with err's text (the CNI error the runtime reports, fix included).
-	AttachFailed(pod PodIdentity, containerID string, err error)
+	AttachFailed(pod meta.PodIdentity, containerID string, err error)
 }
 
 // KubeEvents records Events through client-go's event broadcaster: events
@@ -47,7 +49,7 @@ func NewKubeEvents(client kubernetes.Interface, host string) *KubeEvents {
 
 // AttachFailed records a Warning Event on the pod. A call without a pod
 // (no K8S_POD_* in CNI_ARGS) and a pod that is gone get none.
-func (k *KubeEvents) AttachFailed(pod PodIdentity, containerID string, err error) {
+func (k *KubeEvents) AttachFailed(pod meta.PodIdentity, containerID string, err error) {
 	if !attachEventWanted(pod, err) {
 		return
 	}
@@ -60,8 +62,8 @@ func (k *KubeEvents) Shutdown() { k.broadcaster.Shutdown() }
 
 // attachEventWanted: an Event needs a pod to hang on, and a pod deleted
 // during its ADD is not news.
-func attachEventWanted(pod PodIdentity, err error) bool {
-	return err != nil && pod.Namespace != "" && pod.Name != "" && !errors.Is(err, ErrNotFound)
+func attachEventWanted(pod meta.PodIdentity, err error) bool {
+	return err != nil && pod.Namespace != "" && pod.Name != "" && !errors.Is(err, meta.ErrNotFound)
 }
 
 // attachEventMessage is the Event's text: the CNI error as the runtime

@@ -1,4 +1,4 @@
-package meta
+package kube
 
 // Apiserver tier: the DRA side of attachment against a real kube-apiserver,
 // as the daemon's identity with only deploy/rbac-daemon.yaml's rights:
@@ -12,8 +12,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/containernetworking/cni/pkg/types"
-	current "github.com/containernetworking/cni/pkg/types/100"
 	corev1 "k8s.io/api/core/v1"
 	resourcev1 "k8s.io/api/resource/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -21,9 +19,15 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
 
+	"github.com/rdmanet/rdmanet/internal/cni/meta"
 	"github.com/rdmanet/rdmanet/internal/devinfo"
 	"github.com/rdmanet/rdmanet/test/apiserver"
 )
+
+// ibSriovConf is an ib-sriov delegate's config as the meta plugin runs it.
+const ibSriovConf = `{"cniVersion":"0.3.1","name":"ib-training-rdma","plugins":[{"type":"ib-sriov","pkey":"0x8005","link_state":"enable",` +
+	`"rdmaIsolation":true,"ibKubernetesEnabled":false,"capabilities":{"infinibandGUID":true},"deviceID":"0000:c1:00.2",` +
+	`"ipam":{"type":"whereabouts","range":"10.61.0.0/16","exclude":["10.61.0.0/24"]}}]}`
 
 const daemonSA = "system:serviceaccount:rdmanet-system:rdmanet-daemon"
 
@@ -61,8 +65,8 @@ func TestClaimAttachmentAPIServer(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	slice("old", ClaimStatusDriver, node, 1, netDevice("vf-0000-41-00-2", "example.com/old", "0000:41:00.9"))
-	slice("new", ClaimStatusDriver, node, 2, netDevice("vf-0000-41-00-2", res, "0000:41:00.2"), netDevice("vf-0000-41-00-3", res, "0000:41:00.3"))
+	slice("old", meta.ClaimStatusDriver, node, 1, netDevice("vf-0000-41-00-2", "example.com/old", "0000:41:00.9"))
+	slice("new", meta.ClaimStatusDriver, node, 2, netDevice("vf-0000-41-00-2", res, "0000:41:00.2"), netDevice("vf-0000-41-00-3", res, "0000:41:00.3"))
 	slice("gpus", "gpu.example.com", node, 1, resourcev1.Device{Name: "gpu-0"})
 
 	r := NewSliceResolver(daemon)
@@ -72,10 +76,10 @@ func TestClaimAttachmentAPIServer(t *testing.T) {
 		wantOK               bool
 		wantErr              string
 	}{
-		{name: "VF: newest generation's attributes", driver: ClaimStatusDriver, device: "vf-0000-41-00-2", wantRes: res, wantID: "0000:41:00.2", wantOK: true},
-		{name: "second VF from the cache", driver: ClaimStatusDriver, device: "vf-0000-41-00-3", wantRes: res, wantID: "0000:41:00.3", wantOK: true},
+		{name: "VF: newest generation's attributes", driver: meta.ClaimStatusDriver, device: "vf-0000-41-00-2", wantRes: res, wantID: "0000:41:00.2", wantOK: true},
+		{name: "second VF from the cache", driver: meta.ClaimStatusDriver, device: "vf-0000-41-00-3", wantRes: res, wantID: "0000:41:00.3", wantOK: true},
 		{name: "GPU of another driver: not a network device", driver: "gpu.example.com", device: "gpu-0"},
-		{name: "device no slice has", driver: ClaimStatusDriver, device: "vf-0000-41-00-7", wantErr: "kubectl get resourceslices --field-selector spec.driver=rdma.rdmanet.io,spec.pool.name=node-a"},
+		{name: "device no slice has", driver: meta.ClaimStatusDriver, device: "vf-0000-41-00-7", wantErr: "kubectl get resourceslices --field-selector spec.driver=rdma.rdmanet.io,spec.pool.name=node-a"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -105,7 +109,7 @@ func TestClaimAttachmentAPIServer(t *testing.T) {
 		t.Fatal(err)
 	}
 	claim.Status.Allocation = &resourcev1.AllocationResult{Devices: resourcev1.DeviceAllocationResult{Results: []resourcev1.DeviceRequestAllocationResult{
-		{Request: "nic", Driver: ClaimStatusDriver, Pool: node, Device: "vf-0000-41-00-2"}}},
+		{Request: "nic", Driver: meta.ClaimStatusDriver, Pool: node, Device: "vf-0000-41-00-2"}}},
 		NodeSelector: &corev1.NodeSelector{NodeSelectorTerms: []corev1.NodeSelectorTerm{{MatchFields: []corev1.NodeSelectorRequirement{
 			{Key: "metadata.name", Operator: corev1.NodeSelectorOpIn, Values: []string{node}}}}}}}
 	if _, err := admin.ResourceV1().ResourceClaims("default").UpdateStatus(ctx, claim, metav1.UpdateOptions{}); err != nil {
@@ -113,9 +117,9 @@ func TestClaimAttachmentAPIServer(t *testing.T) {
 	}
 
 	src := &KubeSource{Core: daemon}
-	n := ClaimNetwork{ClaimDevice: ClaimDevice{Namespace: "default", Claim: "trainer-0-nic", Driver: ClaimStatusDriver, Pool: node, Device: "vf-0000-41-00-2"},
+	n := meta.ClaimNetwork{ClaimDevice: meta.ClaimDevice{Namespace: "default", Claim: "trainer-0-nic", Driver: meta.ClaimStatusDriver, Pool: node, Device: "vf-0000-41-00-2"},
 		Pod: "default/trainer-0", Interface: "net1", IPs: []string{"192.168.100.7/24"}, MAC: "02:00:00:00:41:02"}
-	if err := src.SetClaimNetworks(ctx, []ClaimNetwork{n}); err != nil {
+	if err := src.SetClaimNetworks(ctx, []meta.ClaimNetwork{n}); err != nil {
 		t.Fatalf("SetClaimNetworks with deploy/rbac-daemon.yaml's rights: %v", err)
 	}
 	got, err := admin.ResourceV1().ResourceClaims("default").Get(ctx, "trainer-0-nic", metav1.GetOptions{})
@@ -138,7 +142,7 @@ func TestClaimAttachmentAPIServer(t *testing.T) {
 	}
 	// Written again (a new sandbox of the pod): still one entry, new data.
 	n.IPs = []string{"192.168.100.8/24"}
-	if err := src.SetClaimNetworks(ctx, []ClaimNetwork{n}); err != nil {
+	if err := src.SetClaimNetworks(ctx, []meta.ClaimNetwork{n}); err != nil {
 		t.Fatal(err)
 	}
 	got, _ = admin.ResourceV1().ResourceClaims("default").Get(ctx, "trainer-0-nic", metav1.GetOptions{})
@@ -148,7 +152,7 @@ func TestClaimAttachmentAPIServer(t *testing.T) {
 	// Another driver's device of the claim: the daemon may not write it.
 	other := n
 	other.Driver = "gpu.example.com"
-	if err := src.SetClaimNetworks(ctx, []ClaimNetwork{other}); err == nil || !strings.Contains(err.Error(), "trainer-0-nic") {
+	if err := src.SetClaimNetworks(ctx, []meta.ClaimNetwork{other}); err == nil || !strings.Contains(err.Error(), "trainer-0-nic") {
 		t.Fatalf("writing another driver's device status: err = %v, want a refusal naming the claim", err)
 	}
 
@@ -165,13 +169,10 @@ func TestClaimAttachmentAPIServer(t *testing.T) {
 		t.Fatal(err)
 	}
 	const guid = "02:00:00:00:00:00:00:07"
-	rec := &Record{Pod: "default/ib-trainer-0", Delegates: []*Delegate{{Network: "default/ib-training-rdma", IfName: "net1", Conf: []byte(ibSriovConf),
-		DeviceID: "0000:41:00.3", Claim: &ClaimDevice{Namespace: "default", Claim: "ib-trainer-0-nic", Driver: ClaimStatusDriver, Pool: node, Device: "vf-0000-41-00-3"}}}}
-	ibRes := &current.Result{CNIVersion: "1.0.0", Interfaces: []*current.Interface{{Name: "net1", Mac: guid, Sandbox: "/var/run/netns/ib-trainer-0"}}}
-	nets, err := claimNetworks(rec, []types.Result{ibRes})
-	if err != nil {
-		t.Fatal(err)
-	}
+	// what meta's claimNetworks makes of the ib-sriov delegate's result
+	// (TestClaimNetworksInfiniBand): the GUID is its 8-byte MAC
+	nets := []meta.ClaimNetwork{{ClaimDevice: meta.ClaimDevice{Namespace: "default", Claim: "ib-trainer-0-nic", Driver: meta.ClaimStatusDriver, Pool: node, Device: "vf-0000-41-00-3"},
+		Pod: "default/ib-trainer-0", Interface: "net1", MAC: guid, InfiniBand: devinfo.InfiniBandOf([]byte(ibSriovConf), guid)}}
 	if err := src.SetClaimNetworks(ctx, nets); err != nil {
 		t.Fatalf("SetClaimNetworks (IB) with deploy/rbac-daemon.yaml's rights: %v", err)
 	}

@@ -1,8 +1,11 @@
-package meta
+// Package direct is rdmanet-direct, the per-call meta CNI: each process
+// wires the meta plugin (package meta) with its own API client or static
+// source and kubelet's PodResources (package kube), runs one verb and exits.
+// The rdmanet shim runs it when no daemon answers.
+package direct
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -12,6 +15,9 @@ import (
 	"github.com/containernetworking/cni/pkg/skel"
 	"github.com/containernetworking/cni/pkg/types"
 	"github.com/containernetworking/cni/pkg/version"
+
+	"github.com/rdmanet/rdmanet/internal/cni/meta"
+	"github.com/rdmanet/rdmanet/internal/cni/meta/kube"
 )
 
 // Versions the meta plugin speaks.
@@ -20,7 +26,7 @@ var Versions = version.PluginSupports("0.3.0", "0.3.1", "0.4.0", "1.0.0", "1.1.0
 // NewLogger logs to logFile (all levels at logLevel) and, with logToStderr
 // or no logFile, warnings and errors to stderr. Never to stdout: stdout
 // carries the CNI result only.
-func NewLogger(c *NetConf) (*slog.Logger, io.Closer) {
+func NewLogger(c *meta.NetConf) (*slog.Logger, io.Closer) {
 	level := slog.LevelInfo
 	switch strings.ToLower(c.LogLevel) {
 	case "debug", "verbose":
@@ -47,22 +53,22 @@ func NewLogger(c *NetConf) (*slog.Logger, io.Closer) {
 	return slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: level})).With("plugin", "rdmanet", "pid", os.Getpid()), closer
 }
 
-// NewPlugin wires a Plugin from its config for a per-call invocation.
-func NewPlugin(c *NetConf, cniPath string, log *slog.Logger) (*Plugin, func(), error) {
-	p := &Plugin{Conf: c, Log: log, CNI: NewCNI(c, cniPath, nil)}
-	var claims ClaimDeviceResolver
+// NewPlugin wires a meta.Plugin from its config for a per-call invocation.
+func NewPlugin(c *meta.NetConf, cniPath string, log *slog.Logger) (*meta.Plugin, func(), error) {
+	p := &meta.Plugin{Conf: c, Log: log, CNI: meta.NewCNI(c, cniPath, nil)}
+	var claims kube.ClaimDeviceResolver
 	switch c.Source.Type {
 	case "static":
-		p.Source = &StaticSource{Dir: c.Source.Dir, StatusDir: c.Source.StatusDir}
+		p.Source = &meta.StaticSource{Dir: c.Source.Dir, StatusDir: c.Source.StatusDir}
 	default:
-		ks, err := NewKubeSource(c.Kubeconfig, 0)
+		ks, err := kube.NewKubeSource(c.Kubeconfig, 0)
 		if err != nil {
 			return nil, nil, err
 		}
 		p.Source = ks
-		claims = NewSliceResolver(ks.Core)
+		claims = kube.NewSliceResolver(ks.Core)
 	}
-	prc, err := NewPodResourcesClient(c.PodResourcesSocket)
+	prc, err := kube.NewPodResourcesClient(c.PodResourcesSocket)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -71,19 +77,19 @@ func NewPlugin(c *NetConf, cniPath string, log *slog.Logger) (*Plugin, func(), e
 	return p, func() { _ = prc.Close() }, nil
 }
 
-// NewDelPlugin wires a Plugin for DEL and GC: they work from the cache
+// NewDelPlugin wires a meta.Plugin for DEL and GC: they work from the cache
 // alone, so no API client or PodResources connection is made, and nothing
 // about the API's or the config's state can fail them.
-func NewDelPlugin(c *NetConf, cniPath string, log *slog.Logger) *Plugin {
-	return &Plugin{Conf: c, Log: log, CNI: NewCNI(c, cniPath, nil)}
+func NewDelPlugin(c *meta.NetConf, cniPath string, log *slog.Logger) *meta.Plugin {
+	return &meta.Plugin{Conf: c, Log: log, CNI: meta.NewCNI(c, cniPath, nil)}
 }
 
-func argsOf(a *skel.CmdArgs) Args {
-	return Args{ContainerID: a.ContainerID, Netns: a.Netns, IfName: a.IfName, Args: a.Args, Path: a.Path}
+func argsOf(a *skel.CmdArgs) meta.Args {
+	return meta.Args{ContainerID: a.ContainerID, Netns: a.Netns, IfName: a.IfName, Args: a.Args, Path: a.Path}
 }
 
-func withPlugin(a *skel.CmdArgs, fn func(p *Plugin) error) error {
-	c, err := ParseConfig(a.StdinData)
+func withPlugin(a *skel.CmdArgs, fn func(p *meta.Plugin) error) error {
+	c, err := meta.ParseConfig(a.StdinData)
 	if err != nil {
 		return types.NewError(types.ErrInvalidNetworkConfig, err.Error(), "")
 	}
@@ -99,43 +105,29 @@ func withPlugin(a *skel.CmdArgs, fn func(p *Plugin) error) error {
 	err = fn(p)
 	if err != nil {
 		log.Error("failed", "container", a.ContainerID, "err", err)
-		return AsCNIError(err)
+		return meta.AsCNIError(err)
 	}
 	return nil
 }
 
-// withDelPlugin is withPlugin for DEL and GC (ParseDelConfig, NewDelPlugin).
-func withDelPlugin(a *skel.CmdArgs, fn func(p *Plugin) error) error {
-	c := ParseDelConfig(a.StdinData)
+// withDelPlugin is withPlugin for DEL and GC (meta.ParseDelConfig, NewDelPlugin).
+func withDelPlugin(a *skel.CmdArgs, fn func(p *meta.Plugin) error) error {
+	c := meta.ParseDelConfig(a.StdinData)
 	log, closer := NewLogger(c)
 	defer closer.Close()
 	logWarnings(log, c)
 	if err := fn(NewDelPlugin(c, a.Path, log)); err != nil {
 		log.Error("failed", "container", a.ContainerID, "err", err)
-		return AsCNIError(err)
+		return meta.AsCNIError(err)
 	}
 	return nil
 }
 
 // logWarnings logs the config's warnings (unknown keys, ...).
-func logWarnings(log *slog.Logger, c *NetConf) {
+func logWarnings(log *slog.Logger, c *meta.NetConf) {
 	for _, w := range c.Warnings {
 		log.Warn(w)
 	}
-}
-
-// AsCNIError keeps the whole message: skel would otherwise print only an
-// inner delegate's *types.Error and drop which network and pod failed.
-func AsCNIError(err error) error {
-	code := uint(types.ErrInternal)
-	var te *types.Error
-	if errors.As(err, &te) {
-		if te == err {
-			return err
-		}
-		code = te.Code
-	}
-	return types.NewError(code, err.Error(), "")
 }
 
 // Main is the CNI entry point of the rdmanet-direct binary.
@@ -144,12 +136,12 @@ func Main() {
 }
 
 // Funcs are the per-call plugin's verbs: each call's CNI_ARGS are parsed
-// once, by ParseCall, where the call enters.
+// once, by meta.ParseCall, where the call enters.
 func Funcs() skel.CNIFuncs {
 	return skel.CNIFuncs{
 		Add: func(a *skel.CmdArgs) error {
-			return withPlugin(a, func(p *Plugin) error {
-				c, err := ParseCall("ADD", argsOf(a))
+			return withPlugin(a, func(p *meta.Plugin) error {
+				c, err := meta.ParseCall("ADD", argsOf(a))
 				if err != nil {
 					return err
 				}
@@ -163,8 +155,8 @@ func Funcs() skel.CNIFuncs {
 			})
 		},
 		Del: func(a *skel.CmdArgs) error {
-			return withDelPlugin(a, func(p *Plugin) error {
-				c, err := ParseCall("DEL", argsOf(a))
+			return withDelPlugin(a, func(p *meta.Plugin) error {
+				c, err := meta.ParseCall("DEL", argsOf(a))
 				if err != nil {
 					return err
 				}
@@ -172,11 +164,11 @@ func Funcs() skel.CNIFuncs {
 			})
 		},
 		GC: func(a *skel.CmdArgs) error {
-			return withDelPlugin(a, func(p *Plugin) error { return p.GC(context.Background()) })
+			return withDelPlugin(a, func(p *meta.Plugin) error { return p.GC(context.Background()) })
 		},
 		Check: func(a *skel.CmdArgs) error {
-			return withPlugin(a, func(p *Plugin) error {
-				c, err := ParseCall("CHECK", argsOf(a))
+			return withPlugin(a, func(p *meta.Plugin) error {
+				c, err := meta.ParseCall("CHECK", argsOf(a))
 				if err != nil {
 					return err
 				}
@@ -184,7 +176,7 @@ func Funcs() skel.CNIFuncs {
 			})
 		},
 		Status: func(a *skel.CmdArgs) error {
-			return withPlugin(a, func(p *Plugin) error { return p.Status(context.Background()) })
+			return withPlugin(a, func(p *meta.Plugin) error { return p.Status(context.Background()) })
 		},
 	}
 }

@@ -1,4 +1,4 @@
-package meta
+package kube
 
 import (
 	"context"
@@ -17,6 +17,7 @@ import (
 	corelisters "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/tools/cache"
 
+	"github.com/rdmanet/rdmanet/internal/cni/meta"
 	"github.com/rdmanet/rdmanet/internal/devinfo"
 )
 
@@ -79,11 +80,11 @@ func (s *CachedSource) NAD(ctx context.Context, ns, name string) (*nadv1.Network
 	return s.live.NAD(ctx, ns, name)
 }
 
-// NADCached answers from the synced cache only; a miss is ErrNotFound.
+// NADCached answers from the synced cache only; a miss is meta.ErrNotFound.
 func (s *CachedSource) NADCached(_ context.Context, ns, name string) (*nadv1.NetworkAttachmentDefinition, error) {
 	n, err := s.nads.NetworkAttachmentDefinitions(ns).Get(name)
 	if apierrors.IsNotFound(err) {
-		return nil, fmt.Errorf("NetworkAttachmentDefinition %s/%s (cache): %w", ns, name, ErrNotFound)
+		return nil, fmt.Errorf("NetworkAttachmentDefinition %s/%s (cache): %w", ns, name, meta.ErrNotFound)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("NAD cache: %w", err)

@@ -1,56 +1,17 @@
-package meta
+package kube
 
 import (
 	"context"
 	"fmt"
-	"sort"
-	"strings"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
-	corev1 "k8s.io/api/core/v1"
 	podresourcesapi "k8s.io/kubelet/pkg/apis/podresources/v1"
+
+	"github.com/rdmanet/rdmanet/internal/cni/meta"
 )
-
-// Devices is what kubelet allocated to a pod: resource name → device IDs in
-// container order, then device order.
-type Devices map[string][]string
-
-// ClaimDevice is a device a DRA ResourceClaim allocated to the pod, as
-// kubelet's PodResources reports it (driver, pool, device), with the claim
-// it came through.
-type ClaimDevice struct {
-	Namespace string `json:"namespace"`
-	Claim     string `json:"claim"`
-	Driver    string `json:"driver"`
-	Pool      string `json:"pool"`
-	Device    string `json:"device"`
-	ShareID   string `json:"shareID,omitempty"`
-}
-
-func (c ClaimDevice) String() string {
-	return fmt.Sprintf("claim %s/%s device %s/%s/%s", c.Namespace, c.Claim, c.Driver, c.Pool, c.Device)
-}
-
-// Allocation is what kubelet allocated to a pod for its networks: device
-// plugin devices and DRA claim devices that are network devices (their
-// ResourceSlice names a resourceName), both by resource name, so a NAD's
-// k8s.v1.cni.cncf.io/resourceName finds its device either way.
-type Allocation struct {
-	Devices Devices
-	// Claims: device ID → the claim device it came from (DRA only).
-	Claims map[string]ClaimDevice
-	// Unresolved lists the pod's DRA devices that are not network devices
-	// or could not be looked up, for error messages.
-	Unresolved []string
-}
-
-// DeviceLister asks kubelet which devices a pod holds.
-type DeviceLister interface {
-	PodDevices(ctx context.Context, namespace, name string) (*Allocation, error)
-}
 
 // ClaimDeviceResolver maps a DRA device to the network resource it belongs
 // to and the deviceID the CNI plugins get: both come from the device's
@@ -84,7 +45,7 @@ func (c *PodResourcesClient) Close() error { return c.conn.Close() }
 
 // PodDevices uses Get (one pod) and falls back to List where kubelet has
 // the Get call disabled.
-func (c *PodResourcesClient) PodDevices(ctx context.Context, ns, name string) (*Allocation, error) {
+func (c *PodResourcesClient) PodDevices(ctx context.Context, ns, name string) (*meta.Allocation, error) {
 	cl := podresourcesapi.NewPodResourcesListerClient(c.conn)
 	resp, err := cl.Get(ctx, &podresourcesapi.GetPodResourcesRequest{PodName: name, PodNamespace: ns})
 	if err == nil {
@@ -102,18 +63,18 @@ func (c *PodResourcesClient) PodDevices(ctx context.Context, ns, name string) (*
 			return c.collect(ctx, pr)
 		}
 	}
-	return &Allocation{Devices: Devices{}}, nil
+	return &meta.Allocation{Devices: meta.Devices{}}, nil
 }
 
 // collect gathers device plugin devices, then DRA devices (each claim
 // device once: kubelet lists a claim under every container that uses it).
-func (c *PodResourcesClient) collect(ctx context.Context, pr *podresourcesapi.PodResources) (*Allocation, error) {
-	out := &Allocation{Devices: Devices{}}
+func (c *PodResourcesClient) collect(ctx context.Context, pr *podresourcesapi.PodResources) (*meta.Allocation, error) {
+	out := &meta.Allocation{Devices: meta.Devices{}}
 	if pr == nil {
 		return out, nil
 	}
-	var claimDevs []ClaimDevice
-	seen := map[ClaimDevice]bool{}
+	var claimDevs []meta.ClaimDevice
+	seen := map[meta.ClaimDevice]bool{}
 	for _, ctr := range pr.Containers {
 		for _, d := range ctr.Devices {
 			out.Devices[d.ResourceName] = append(out.Devices[d.ResourceName], d.DeviceIds...)
@@ -123,7 +84,7 @@ func (c *PodResourcesClient) collect(ctx context.Context, pr *podresourcesapi.Po
 				if r.DeviceName == "" {
 					continue
 				}
-				cd := ClaimDevice{Namespace: dr.ClaimNamespace, Claim: dr.ClaimName, Driver: r.DriverName, Pool: r.PoolName, Device: r.DeviceName, ShareID: r.GetShareId()}
+				cd := meta.ClaimDevice{Namespace: dr.ClaimNamespace, Claim: dr.ClaimName, Driver: r.DriverName, Pool: r.PoolName, Device: r.DeviceName, ShareID: r.GetShareId()}
 				if !seen[cd] {
 					seen[cd] = true
 					claimDevs = append(claimDevs, cd)
@@ -145,7 +106,7 @@ func (c *PodResourcesClient) collect(ctx context.Context, pr *podresourcesapi.Po
 			continue
 		}
 		if out.Claims == nil {
-			out.Claims = map[string]ClaimDevice{}
+			out.Claims = map[string]meta.ClaimDevice{}
 		}
 		if prev, dup := out.Claims[id]; dup {
 			return nil, fmt.Errorf("pod %s/%s: %s and %s both have deviceID %s; fix: the DRA driver must publish a distinct %s per device", pr.Namespace, pr.Name, prev, cd, id, SliceDeviceIDAttr)
@@ -154,32 +115,4 @@ func (c *PodResourcesClient) collect(ctx context.Context, pr *podresourcesapi.Po
 		out.Devices[res] = append(out.Devices[res], id)
 	}
 	return out, nil
-}
-
-// requestedExtended lists the pod's extended-resource requests (what it
-// asked for), for error messages about mismatched resource names.
-func requestedExtended(pod *corev1.Pod) string {
-	req := map[string]string{}
-	for _, c := range append(append([]corev1.Container{}, pod.Spec.InitContainers...), pod.Spec.Containers...) {
-		for _, rl := range []corev1.ResourceList{c.Resources.Limits, c.Resources.Requests} {
-			for name, q := range rl {
-				if strings.Contains(string(name), "/") && !strings.HasPrefix(string(name), "kubernetes.io/") {
-					req[string(name)] = q.String()
-				}
-			}
-		}
-	}
-	if len(req) == 0 {
-		return "none"
-	}
-	keys := make([]string, 0, len(req))
-	for k := range req {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	parts := make([]string, len(keys))
-	for i, k := range keys {
-		parts[i] = k + "=" + req[k]
-	}
-	return strings.Join(parts, ", ")
 }
