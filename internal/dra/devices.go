@@ -235,10 +235,12 @@ func common(a map[resourceapi.QualifiedName]resourceapi.DeviceAttribute, node *i
 	if numa, err := deviceattribute.GetNUMANodeAttribute(f.NUMA, deviceattribute.ScalarAttribute); err == nil {
 		a[numa.Name] = numa.Value
 	}
-	if bus, err := deviceattribute.GetPCIBusIDAttribute(f.BDF); err == nil {
-		a[bus.Name] = bus.Value
-	} else if sysfs.ValidBDF(f.BDF) {
-		// the helper knows 4-digit domains only; VMD's 10000:01:00.0 is as real
+	// The standard pciBusID is the function's address as it is. Kubernetes'
+	// helper (deviceattribute.GetPCIBusIDAttribute) gives the same value
+	// for a 4-digit domain but compiles its format regexp on every call
+	// (128 times per rescan of an 8 x 16 VF node), and refuses VMD's
+	// 10000:01:00.0, which is as real.
+	if sysfs.ValidBDF(f.BDF) {
 		setString(a, AttrPCIBusID, f.BDF)
 	}
 	setString(a, AttrKind, p.Kind)
