@@ -41,6 +41,9 @@ type Options struct {
 	DRAEvery int
 	// StartConcurrency nodes start at once.
 	StartConcurrency int
+	// FullRescan is how often the nodes that share the snapshot hand it to
+	// their publisher (default 10 s, the agent's full rescan).
+	FullRescan time.Duration
 	// NodesPerConnection nodes share one HTTP/2 connection to the API
 	// server (each still with its own token, clients and rate limits);
 	// 1: every process of every node dials its own, as on real nodes.
@@ -192,7 +195,7 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	mem0 := sampleMemory()
 	start := time.Now()
 	err = parallel(ctx, o.Nodes, o.StartConcurrency, func(i int) error {
-		no := NodeOptions{Name: names[i], Base: ids[i].Cfg, Transport: conns[i/o.NodesPerConnection], Hardware: shared, Shared: snap, Topology: topo, StateDir: filepath.Join(dir, "nodes", names[i]), Logger: o.Logger}
+		no := NodeOptions{Name: names[i], Base: ids[i].Cfg, Transport: conns[i/o.NodesPerConnection], Hardware: shared, Shared: snap, Topology: topo, FullRescan: o.FullRescan, StateDir: filepath.Join(dir, "nodes", names[i]), Logger: o.Logger}
 		if i < o.FullAgents {
 			hw, err := NewHardware(filepath.Join(dir, "nodes", names[i], "hw"), o.NICs, o.VFs, uint8(i+2))
 			if err != nil {

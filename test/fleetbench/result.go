@@ -112,7 +112,7 @@ func (r *Result) Details(w io.Writer) {
 		fv = append(fv, fmt.Sprintf("%s=%d", strings.ReplaceAll(k, " ", ":"), v))
 	}
 	sort.Strings(fv)
-	p("flap_writes", fmt.Sprintf("node=%s device=%s changes=%d %s", r.Flap.Node, r.Flap.Device, r.Flap.Changes, strings.Join(fv, ",")))
+	p("flap_writes", fmt.Sprintf("node=%s device=%s changes=%d %s latencies=%v", r.Flap.Node, r.Flap.Device, r.Flap.Changes, strings.Join(fv, ","), r.Flap.Latencies))
 	if r.Job.DPPods > 0 {
 		p("per_dp_pod_daemon", Verbs(r.Job.DP, float64(r.Job.DPPods)))
 		p("per_dp_pod_agent", Verbs(r.Job.Agent, float64(r.Job.DPPods)))

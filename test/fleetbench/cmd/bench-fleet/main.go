@@ -16,6 +16,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"runtime/debug"
 	"strconv"
 	"strings"
 	"syscall"
@@ -35,10 +36,15 @@ func main() {
 	ctrlBin := flag.String("controller-bin", "", "rdmanet-controller binary (required when -addresses is not 0)")
 	perConn := flag.Int("nodes-per-connection", 16, "simulated nodes sharing one HTTP/2 connection to the API server (each with its own token, clients and rate limits); 1: one connection per node process, as in a real cluster")
 	ctrlOnly := flag.Bool("controller-only", false, "run only the controller phase (Nodes and pods exist, no simulated node runs); its line has the controller fields only")
+	rescan := flag.Duration("rescan", 10*time.Second, "how often the nodes that share the snapshot hand it to their publisher (the agent's full rescan is 10 s; a longer one spares the simulator's CPU at thousands of nodes, the steady window still sees several)")
+	memLimit := flag.Int("memory-limit-mib", 0, "soft limit of this process's Go heap in MiB (runtime/debug.SetMemoryLimit; 0: none): the garbage collector runs harder near it instead of letting the heap grow to twice the live nodes")
 	heapProfile := flag.String("heap-profile", "", "write the heap profile (pprof) here once the fleet published (a size's number is put before the extension when there are several sizes)")
 	inflight := flag.Int("max-requests-inflight", 3000, "kube-apiserver --max-requests-inflight (and a third of it mutating)")
 	flag.Parse()
-	if err := run(*sizes, *addrs, *steady, *settle, *pods, *draEvery, *full, *ctrlBin, *inflight, *perConn, *ctrlOnly, *heapProfile); err != nil {
+	if *memLimit > 0 {
+		debug.SetMemoryLimit(int64(*memLimit) << 20)
+	}
+	if err := run(*sizes, *addrs, *steady, *settle, *pods, *draEvery, *full, *ctrlBin, *inflight, *perConn, *ctrlOnly, *heapProfile, *rescan); err != nil {
 		fmt.Fprintln(os.Stderr, "bench-fleet:", err)
 		os.Exit(1)
 	}
@@ -56,7 +62,7 @@ func ints(s string) ([]int, error) {
 	return out, nil
 }
 
-func run(sizes, addrs string, steady, settle time.Duration, pods, draEvery, full int, ctrlBin string, inflight, perConn int, ctrlOnly bool, heapProfile string) error {
+func run(sizes, addrs string, steady, settle time.Duration, pods, draEvery, full int, ctrlBin string, inflight, perConn int, ctrlOnly bool, heapProfile string, rescan time.Duration) error {
 	ns, err := ints(sizes)
 	if err != nil {
 		return fmt.Errorf("-nodes: %w", err)
@@ -90,6 +96,7 @@ func run(sizes, addrs string, steady, settle time.Duration, pods, draEvery, full
 		r, err := fleetbench.Run(ctx, fleetbench.Options{
 			Nodes: n, FullAgents: full, NodesPerConnection: perConn, ControllerOnly: ctrlOnly, Settle: settle, Steady: steady, Pods: pods, DRAEvery: draEvery,
 			HeapProfile:   hp,
+			FullRescan:    rescan,
 			Controller:    fleetbench.ControllerOptions{Addresses: a, Bin: ctrlBin},
 			APIServerArgs: []string{"--max-requests-inflight=" + strconv.Itoa(inflight), "--max-mutating-requests-inflight=" + strconv.Itoa(inflight/3)},
 			Progress:      os.Stderr,
