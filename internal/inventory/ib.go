@@ -43,7 +43,9 @@ func (p *IBPort) HasPKey(pkey uint16) (member, full bool) {
 // FormatPKey writes a PKey as subnet managers and sysfs do: 0x8005.
 func FormatPKey(k uint16) string { return fmt.Sprintf("0x%04x", k) }
 
-// ParsePKey reads a PKey written in hex ("0x8005", "8005").
+// ParsePKey reads a PKey written in hex ("0x8005", "8005"), any 16 bits.
+// Where a PKey names a partition a pod joins, CheckPKeyPartition refuses
+// the invalid one.
 func ParsePKey(s string) (uint16, error) {
 	t := strings.TrimPrefix(strings.TrimPrefix(strings.TrimSpace(s), "0x"), "0X")
 	v, err := strconv.ParseUint(t, 16, 16)
@@ -51,6 +53,15 @@ func ParsePKey(s string) (uint16, error) {
 		return 0, fmt.Errorf("PKey %q: want 16-bit hex like 0x8005", s)
 	}
 	return uint16(v), nil
+}
+
+// CheckPKeyPartition refuses a PKey whose partition number (its low 15
+// bits) is 0: 0x0000 and 0x8000 are the invalid PKey of the IB spec.
+func CheckPKeyPartition(k uint16) error {
+	if k&0x7fff == 0 {
+		return fmt.Errorf("0x%04x has partition number 0 (its low 15 bits), which is invalid; the default partition is 0x7fff", k)
+	}
+	return nil
 }
 
 func readIBPort(fs sysfs.FS, ib string, port int) *IBPort {

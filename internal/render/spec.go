@@ -282,7 +282,7 @@ func (s *Spec) Validate() error {
 			bad("pkey", fmt.Sprintf("%q", s.PKey), "applies to InfiniBand only (partitions do not exist on RoCE)", "add --link-type infiniband, or drop it")
 		case s.Mode == ModeHost:
 			bad("pkey", fmt.Sprintf("%q", s.PKey), "host mode has no network to put in a partition (the pod uses the node's ports)", "drop it")
-		case err != nil || k&0x7fff == 0:
+		case err != nil || inventory.CheckPKeyPartition(k) != nil:
 			bad("pkey", fmt.Sprintf("%q", s.PKey), "must be a 16-bit hex PKey with a partition number other than 0", "e.g. 0x8005 (the full-membership bit is added)")
 		}
 	}

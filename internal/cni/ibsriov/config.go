@@ -13,12 +13,12 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
-	"strings"
 
 	"github.com/containernetworking/cni/pkg/types"
 
 	"github.com/rdmanet/rdmanet/internal/cni/cniconf"
 	"github.com/rdmanet/rdmanet/internal/guidpool"
+	"github.com/rdmanet/rdmanet/internal/inventory"
 )
 
 // Validation errors; every error from Parse wraps one in a *ConfigError.
@@ -147,13 +147,9 @@ func parse(stdin []byte) (*Config, error) {
 // ParsePKey reads a partition key: hex with or without 0x, 15 bits plus the
 // membership bit; 0x0000 and 0x8000 (the invalid PKey) are refused.
 func ParsePKey(s string) (uint16, error) {
-	t := strings.TrimPrefix(strings.TrimPrefix(strings.TrimSpace(s), "0x"), "0X")
-	v, err := strconv.ParseUint(t, 16, 16)
-	if err != nil || t == "" {
-		return 0, fmt.Errorf("not a 16-bit hex number")
+	k, err := inventory.ParsePKey(s)
+	if err != nil {
+		return 0, err
 	}
-	if v&0x7fff == 0 {
-		return 0, fmt.Errorf("0x%04x is the invalid PKey", v)
-	}
-	return uint16(v), nil
+	return k, inventory.CheckPKeyPartition(k)
 }

@@ -11,13 +11,12 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
-	"strings"
 
 	"github.com/containernetworking/cni/pkg/types"
 
 	"github.com/rdmanet/rdmanet/internal/cni/cniconf"
 	"github.com/rdmanet/rdmanet/internal/cni/confkeys"
-	"github.com/rdmanet/rdmanet/internal/netops"
+	"github.com/rdmanet/rdmanet/internal/inventory"
 	"github.com/rdmanet/rdmanet/internal/sysfs"
 )
 
@@ -145,30 +144,21 @@ func ParseLoose(stdin []byte) (*Config, error) {
 // parsePKey reads a PKey written as a hex string ("0x8001", "8001") or a
 // JSON number; the partition number (low 15 bits) must not be 0.
 func parsePKey(raw json.RawMessage) (uint16, error) {
-	var v uint64
+	var k uint16
 	var s string
 	if err := json.Unmarshal(raw, &s); err == nil {
-		t := strings.TrimPrefix(strings.TrimPrefix(strings.TrimSpace(s), "0x"), "0X")
-		if t == "" {
-			return 0, errors.New("is empty")
+		if k, err = inventory.ParsePKey(s); err != nil {
+			return 0, err
 		}
-		x, err := strconv.ParseUint(t, 16, 64)
-		if err != nil {
-			return 0, fmt.Errorf("is not a hexadecimal number")
-		}
-		v = x
 	} else {
 		var f float64
 		if err := json.Unmarshal(raw, &f); err != nil || f < 0 || f != float64(uint64(f)) {
 			return 0, errors.New("must be a hex string or a non-negative integer")
 		}
-		v = uint64(f)
+		if f > 0xffff {
+			return 0, errors.New("is wider than 16 bits")
+		}
+		k = uint16(f)
 	}
-	if v > 0xffff {
-		return 0, errors.New("is wider than 16 bits")
-	}
-	if uint16(v)&^netops.PKeyFullMember == 0 {
-		return 0, errors.New("has partition number 0 (its low 15 bits), which is invalid; the default partition is 0x7fff")
-	}
-	return uint16(v), nil
+	return k, inventory.CheckPKeyPartition(k)
 }
