@@ -39,7 +39,7 @@ func TestParse(t *testing.T) {
 		{name: "no master", in: `{"name":"n","type":"ipoib"}`, wantErr: ErrNoMaster, wantText: []string{`network "n"`, `"master"`, "ibdev2netdev"}},
 		{name: "no master is fine for DEL", in: `{"name":"n","type":"ipoib"}`, loose: true, want: Config{Name: "n"}},
 		{name: "pkey 0", in: `{"name":"n","type":"ipoib","master":"ib0","pkey":"0x8000"}`, wantErr: ErrBadPKey, wantText: []string{`"pkey"`, "partition number 0", "0x7fff"}},
-		{name: "pkey too wide", in: `{"name":"n","type":"ipoib","master":"ib0","pkey":"0x18001"}`, wantErr: ErrBadPKey, wantText: []string{"16 bits"}},
+		{name: "pkey too wide", in: `{"name":"n","type":"ipoib","master":"ib0","pkey":"0x18001"}`, wantErr: ErrBadPKey, wantText: []string{"16-bit hex"}},
 		{name: "pkey not hex", in: `{"name":"n","type":"ipoib","master":"ib0","pkey":"blue"}`, wantErr: ErrBadPKey, wantText: []string{`"blue"`, "16-bit hex"}},
 		{name: "negative mtu", in: `{"name":"n","type":"ipoib","master":"ib0","mtu":-1}`, wantErr: ErrBadMTU, wantText: []string{"65520"}},
 		{name: "dhcp refused as upstream", in: `{"name":"n","type":"ipoib","master":"ib0","ipam":{"type":"dhcp"}}`, wantErr: ErrDHCP, wantText: []string{`"ipam.type"`}},
