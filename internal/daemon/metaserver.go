@@ -27,7 +27,7 @@ type MetaServer struct {
 	Devices meta.DeviceLister
 	Log     *slog.Logger
 	// Status, when set, writes network-status after ADD has answered.
-	AsyncStatus *meta.StatusWriter
+	AsyncStatus *StatusWriter
 	// Exec runs the delegates' plugins (nil: as processes, as libcni does);
 	// rdmanet-daemon passes inproc's, which runs rdmanet's own in-process.
 	Exec invoke.Exec
@@ -232,7 +232,10 @@ func (d *MetaServer) Call(ctx context.Context, req daemonclient.Request) (json.R
 		}
 	}
 	p := &meta.Plugin{Conf: conf, Source: d.Source, Devices: d.Devices, Exec: d.Exec, CNI: meta.NewCNI(conf, req.Path, d.Exec), Log: d.Log.With(callAttrs(req.ContainerID, call)...),
-		AsyncStatus: d.AsyncStatus, Observer: d.Observer, RetryBackoff: d.RetryBackoff, RetryMaxBackoff: d.RetryMaxBackoff}
+		Observer: d.Observer, RetryBackoff: d.RetryBackoff, RetryMaxBackoff: d.RetryMaxBackoff}
+	if d.AsyncStatus != nil { // not a nil *StatusWriter in the interface
+		p.AsyncStatus = d.AsyncStatus
+	}
 	if _, ok := ctx.Deadline(); !ok && req.Command != "DEL" && req.Command != "GC" {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, conf.AddTimeoutDur)

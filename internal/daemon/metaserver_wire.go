@@ -56,7 +56,7 @@ func (d *MetaServer) connect(ctx context.Context, c Config, conf *meta.NetConf, 
 	prc.Claims = claims
 	d.Devices = prc
 	if c.StatusWrite == "async" {
-		d.AsyncStatus = &meta.StatusWriter{Source: d.Source, Log: d.Log, Timeout: conf.APITimeoutDur, Observer: d.Observer}
+		d.AsyncStatus = &StatusWriter{Source: d.Source, Log: d.Log, Timeout: conf.APITimeoutDur, Observer: d.Observer}
 		if m != nil {
 			m.PendingStatusWrites(d.AsyncStatus.Pending)
 		}

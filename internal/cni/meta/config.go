@@ -10,7 +10,7 @@
 // "type" changed.
 //
 // This package is the plugin's logic only, behind small interfaces (Source,
-// DeviceLister, ClaimStatusSetter, the StatusWriter of Plugin.AsyncStatus):
+// DeviceLister, ClaimStatusSetter, AsyncStatusWriter):
 // the API server and kubelet clients that implement them are in meta/kube,
 // the per-call main (rdmanet-direct) in meta/direct, and the daemon that
 // serves it warm in internal/daemon. A call enters through ParseCall.

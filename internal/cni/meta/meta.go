@@ -57,9 +57,9 @@ type Plugin struct {
 	Devices DeviceLister
 	CNI     *libcni.CNIConfig
 	Log     *slog.Logger
-	// Status, when set, writes network-status after ADD returns (the
-	// daemon); nil writes it before ADD returns (per call).
-	AsyncStatus *StatusWriter
+	// AsyncStatus, when set, writes network-status after ADD returns (the
+	// daemon's StatusWriter); nil writes it before ADD returns (per call).
+	AsyncStatus AsyncStatusWriter
 	// Exec runs the plugins of retries outside a call (nil: processes).
 	Exec invoke.Exec
 	// Observer, when set, counts DEL attempts, releases and recovered
@@ -70,6 +70,17 @@ type Plugin struct {
 	RetryBackoff, RetryMaxBackoff time.Duration
 	// Now is for tests; defaults to time.Now.
 	Now func() time.Time
+}
+
+// AsyncStatusWriter writes network-status after ADD has answered the
+// runtime (internal/daemon's StatusWriter): it must not block.
+type AsyncStatusWriter interface {
+	// Submit queues the write of status on pod ns/name, with its UID as a
+	// precondition, for container containerID, and then of the claims'
+	// device status; a newer Submit of the pod supersedes it.
+	Submit(containerID, ns, name string, uid k8stypes.UID, status []devinfo.NetworkStatus, claims ...ClaimNetwork)
+	// Cancel drops the container's pending write (its DEL has started).
+	Cancel(containerID string)
 }
 
 // NewCNI builds the libcni runner: plugins from binDir (and CNI_PATH),

@@ -1,4 +1,4 @@
-package meta
+package daemon
 
 import (
 	"context"
@@ -10,19 +10,22 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	k8stypes "k8s.io/apimachinery/pkg/types"
 
+	"github.com/rdmanet/rdmanet/internal/cni/meta"
 	"github.com/rdmanet/rdmanet/internal/devinfo"
 )
 
-// StatusWriter writes the network-status annotation after ADD has answered
-// the runtime, so the API round trip is off the pod's start path (the
-// daemon uses it; a per-call plugin writes before it exits). Transient API
-// errors are retried with backoff until MaxAge; a pod that is gone or was
-// recreated (UID precondition) is not retried. DEL of the container cancels
-// its pending write, and a newer ADD of the same pod supersedes an older one.
+// StatusWriter is the daemon's meta.AsyncStatusWriter: it writes the
+// network-status annotation after ADD has answered the runtime, so the API
+// round trip is off the pod's start path (a per-call plugin writes before
+// it exits). Transient API errors are retried with backoff until MaxAge; a
+// pod that is gone or was recreated (UID precondition) is not retried. DEL
+// of the container cancels its pending write, and a newer ADD of the same
+// pod supersedes an older one. MetaServer.Serve waits for its writes
+// (Close) when the daemon stops.
 type StatusWriter struct {
-	Source Source
+	Source meta.Source
 	Log    *slog.Logger
-	// Timeout bounds one write (default DefaultAPITimeout).
+	// Timeout bounds one write (default meta.DefaultAPITimeout).
 	Timeout time.Duration
 	// MaxAge bounds all attempts of one write (default 2m).
 	MaxAge time.Duration
@@ -30,7 +33,7 @@ type StatusWriter struct {
 	Backoff time.Duration
 	// Observer counts recovered panics and, when it is a CallObserver,
 	// finished writes with their attempts (nil: logs only).
-	Observer Observer
+	Observer meta.Observer
 
 	mu      sync.Mutex
 	pending map[string]*statusJob // by container ID
@@ -46,8 +49,8 @@ type statusJob struct {
 // Submit queues the write of status on pod ns/name (with its UID as a
 // precondition) for container containerID and returns at once. claims, if
 // any, are written to their ResourceClaims' status after the pod's
-// network-status (when the Source is a ClaimStatusSetter).
-func (w *StatusWriter) Submit(containerID, ns, name string, uid k8stypes.UID, status []devinfo.NetworkStatus, claims ...ClaimNetwork) {
+// network-status (when the Source is a meta.ClaimStatusSetter).
+func (w *StatusWriter) Submit(containerID, ns, name string, uid k8stypes.UID, status []devinfo.NetworkStatus, claims ...meta.ClaimNetwork) {
 	pod := ns + "/" + name
 	ctx, cancel := context.WithTimeout(context.Background(), w.maxAge())
 	w.mu.Lock()
@@ -74,7 +77,7 @@ func (w *StatusWriter) Submit(containerID, ns, name string, uid k8stypes.UID, st
 		defer cancel()
 		defer func() {
 			if r := recover(); r != nil { // a daemon goroutine: never take the daemon down
-				_ = RecoverPanic(w.Log, w.Observer, "rdmanet daemon: network-status write of "+pod, r)
+				_ = meta.RecoverPanic(w.Log, w.Observer, "rdmanet daemon: network-status write of "+pod, r)
 			}
 		}()
 		w.run(ctx, containerID, ns, name, uid, status, claims)
@@ -89,14 +92,14 @@ func (w *StatusWriter) Submit(containerID, ns, name string, uid k8stypes.UID, st
 	}()
 }
 
-func (w *StatusWriter) run(ctx context.Context, containerID, ns, name string, uid k8stypes.UID, status []devinfo.NetworkStatus, claims []ClaimNetwork) {
+func (w *StatusWriter) run(ctx context.Context, containerID, ns, name string, uid k8stypes.UID, status []devinfo.NetworkStatus, claims []meta.ClaimNetwork) {
 	pod := ns + "/" + name
 	result, attempts := w.retry(ctx, "network-status", pod, containerID, func(c context.Context) error {
 		return w.Source.SetNetworkStatus(c, ns, name, uid, status)
 	})
 	w.observe(result, attempts)
-	cs, ok := w.Source.(ClaimStatusSetter)
-	if result != StatusWritten || len(claims) == 0 || !ok {
+	cs, ok := w.Source.(meta.ClaimStatusSetter)
+	if result != meta.StatusWritten || len(claims) == 0 || !ok {
 		return
 	}
 	w.retry(ctx, "ResourceClaim network data", pod, containerID, func(c context.Context) error {
@@ -106,7 +109,7 @@ func (w *StatusWriter) run(ctx context.Context, containerID, ns, name string, ui
 
 // retry runs write until it succeeds, fails for good (the object is gone or
 // was recreated), or ctx ends (DEL, a newer ADD, MaxAge), and returns how it
-// ended (StatusWritten, StatusGone, StatusCancelled, StatusGaveUp) and the
+// ended (meta.StatusWritten, meta.StatusGone, meta.StatusCancelled, meta.StatusGaveUp) and the
 // attempts made.
 func (w *StatusWriter) retry(ctx context.Context, what, pod, containerID string, write func(context.Context) error) (string, int) {
 	start := time.Now()
@@ -118,19 +121,19 @@ func (w *StatusWriter) retry(ctx context.Context, what, pod, containerID string,
 		switch {
 		case err == nil:
 			w.Log.Debug(what+" written", "pod", pod, "container", containerID, "attempts", attempt, "ms", time.Since(start).Milliseconds())
-			return StatusWritten, attempt
+			return meta.StatusWritten, attempt
 		case permanentAPIError(err):
 			w.Log.Warn(what+" not written: the object is gone or was recreated, or the write is refused (forbidden, invalid)", "pod", pod, "container", containerID, "err", err)
-			return StatusGone, attempt
+			return meta.StatusGone, attempt
 		}
 		select {
 		case <-ctx.Done():
 			if errors.Is(ctx.Err(), context.Canceled) {
 				w.Log.Debug(what+" write cancelled (DEL or a newer ADD)", "pod", pod, "container", containerID)
-				return StatusCancelled, attempt
+				return meta.StatusCancelled, attempt
 			}
 			w.Log.Error(what+" NOT written: giving up; the pod runs without it", "pod", pod, "container", containerID, "attempts", attempt, "after", time.Since(start).Round(time.Millisecond), "err", err)
-			return StatusGaveUp, attempt
+			return meta.StatusGaveUp, attempt
 		case <-time.After(delay):
 		}
 		w.Log.Warn(what+" write failed; retrying", "pod", pod, "container", containerID, "attempt", attempt, "retry_in", delay, "err", err)
@@ -141,7 +144,7 @@ func (w *StatusWriter) retry(ctx context.Context, what, pod, containerID string,
 }
 
 func (w *StatusWriter) observe(result string, attempts int) {
-	if c := CallObserverOf(w.Observer); c != nil {
+	if c := meta.CallObserverOf(w.Observer); c != nil {
 		c.StatusWrite(result, attempts)
 	}
 }
@@ -184,7 +187,7 @@ func (w *StatusWriter) Close(ctx context.Context) {
 }
 
 func permanentAPIError(err error) bool {
-	return errors.Is(err, ErrNotFound) || apierrors.IsNotFound(err) || apierrors.IsConflict(err) || apierrors.IsInvalid(err) ||
+	return errors.Is(err, meta.ErrNotFound) || apierrors.IsNotFound(err) || apierrors.IsConflict(err) || apierrors.IsInvalid(err) ||
 		apierrors.IsForbidden(err) || apierrors.IsBadRequest(err)
 }
 
@@ -192,7 +195,7 @@ func (w *StatusWriter) timeout() time.Duration {
 	if w.Timeout > 0 {
 		return w.Timeout
 	}
-	return DefaultAPITimeout
+	return meta.DefaultAPITimeout
 }
 
 func (w *StatusWriter) maxAge() time.Duration {
