@@ -12,7 +12,8 @@ import (
 // connect gives the meta server what its calls read and write, as the
 // config says: the static directory, or the API server (informer caches of
 // the node's pods and every NAD, ResourceSlices for DRA devices and, with
-// --pod-events, the pods' Events); kubelet's PodResources; and with
+// --pod-events, the pods' Events); kubelet's PodResources, connected at
+// once and kept connected; and with
 // --status-write=async the network-status writer. The func it returns
 // releases them. Its error is an *ExitError.
 func (d *MetaServer) connect(ctx context.Context, c Config, conf *meta.NetConf, m *metrics.Metrics, sourceReady *atomic.Bool) (func(), error) {
@@ -54,6 +55,9 @@ func (d *MetaServer) connect(ctx context.Context, c Config, conf *meta.NetConf, 
 	}
 	release = append(release, func() { _ = prc.Close() })
 	prc.Claims = claims
+	// dialed now, not at the first ADD: under a burst every ADD would wait
+	// on that one connect
+	prc.KeepConnected()
 	d.Devices = prc
 	if c.StatusWrite == "async" {
 		d.AsyncStatus = &StatusWriter{Source: d.Source, Log: d.Log, Timeout: conf.APITimeoutDur, Observer: d.Observer}

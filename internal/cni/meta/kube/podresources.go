@@ -3,9 +3,12 @@ package kube
 import (
 	"context"
 	"fmt"
+	"time"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/backoff"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/connectivity"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
 	podresourcesapi "k8s.io/kubelet/pkg/apis/podresources/v1"
@@ -29,19 +32,65 @@ type PodResourcesClient struct {
 	// Claims resolves DRA devices; nil: a pod's DRA devices are ignored.
 	Claims ClaimDeviceResolver
 	conn   *grpc.ClientConn
+	stop   context.CancelFunc // ends KeepConnected's watch
 }
 
-// NewPodResourcesClient prepares a client (the connection is made lazily).
+// RedialMaxBackoff is the longest pause between two dials of kubelet's
+// socket while it is not there (kubelet starting or restarting): gRPC
+// re-dials from 1 s, growing by 1.6 per failure up to this.
+const RedialMaxBackoff = 5 * time.Second
+
+// NewPodResourcesClient prepares a client. Nothing is dialed yet: the first
+// call dials (rdmanet-direct, one call per process), or KeepConnected does
+// at once (the daemon).
 func NewPodResourcesClient(socket string) (*PodResourcesClient, error) {
-	conn, err := grpc.NewClient("unix://"+socket, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	bo := backoff.DefaultConfig
+	bo.MaxDelay = RedialMaxBackoff
+	conn, err := grpc.NewClient("unix://"+socket, grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithConnectParams(grpc.ConnectParams{Backoff: bo}),
+		// a daemon's connection stays up between bursts of pod starts
+		grpc.WithIdleTimeout(0))
 	if err != nil {
 		return nil, fmt.Errorf("kubelet pod-resources socket %s: %w", socket, err)
 	}
 	return &PodResourcesClient{Socket: socket, conn: conn}, nil
 }
 
+// KeepConnected dials kubelet now and again whenever the connection is
+// lost (kubelet restarts), until Close, so that no call waits on a connect:
+// under a burst of ADDs every call would wait on the first one's. It never
+// blocks: while kubelet's socket is missing, gRPC re-dials with backoff
+// (RedialMaxBackoff) and a call fails at once, as without it.
+func (c *PodResourcesClient) KeepConnected() {
+	if c.stop != nil {
+		return
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	c.stop = cancel
+	c.conn.Connect()
+	go func() {
+		for {
+			s := c.conn.GetState()
+			switch s {
+			case connectivity.Shutdown:
+				return
+			case connectivity.Idle: // the connection was lost: dial again now
+				c.conn.Connect()
+			}
+			if !c.conn.WaitForStateChange(ctx, s) {
+				return
+			}
+		}
+	}()
+}
+
 // Close releases the connection.
-func (c *PodResourcesClient) Close() error { return c.conn.Close() }
+func (c *PodResourcesClient) Close() error {
+	if c.stop != nil {
+		c.stop()
+	}
+	return c.conn.Close()
+}
 
 // PodDevices uses Get (one pod) and falls back to List where kubelet has
 // the Get call disabled.
