@@ -24,6 +24,7 @@ import (
 
 	"github.com/rdmanet/rdmanet/internal/cni/meta"
 	"github.com/rdmanet/rdmanet/internal/devinfo"
+	"github.com/rdmanet/rdmanet/internal/kubeclient"
 	"github.com/rdmanet/rdmanet/internal/nodetoken"
 )
 
@@ -48,6 +49,8 @@ func NewKubeSource(kubeconfig string, qps float32) (*KubeSource, error) {
 		cfg.QPS, cfg.Burst = qps, int(qps*2)
 	}
 	cfg.UserAgent = "rdmanet-cni"
+	// every request but the informers' watches ends within 30 s
+	kubeclient.BoundRequests(cfg, kubeclient.DefaultRequestTimeout)
 	core, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
 		return nil, fmt.Errorf("kubernetes client: %w", err)
