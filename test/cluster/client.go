@@ -76,6 +76,20 @@ func (c *Control) Restart(ctx context.Context, name string) error {
 	return err
 }
 
+// Stop stops a component (SIGTERM, then SIGKILL after 20 s) and leaves it
+// stopped: its node's pods keep running under containerd, as when a
+// machine's kubelet is down.
+func (c *Control) Stop(ctx context.Context, name string) error {
+	_, err := c.do(ctx, http.MethodPost, "/stop", url.Values{"name": {name}}, nil)
+	return err
+}
+
+// Start starts a stopped component, returning once it is healthy.
+func (c *Control) Start(ctx context.Context, name string) error {
+	_, err := c.do(ctx, http.MethodPost, "/start", url.Values{"name": {name}}, nil)
+	return err
+}
+
 // Import imports an image archive into containerd's k8s.io namespace.
 func (c *Control) Import(ctx context.Context, archive string) (string, error) {
 	b, err := c.do(ctx, http.MethodPost, "/import", url.Values{"path": {archive}}, nil)

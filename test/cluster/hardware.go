@@ -18,6 +18,7 @@ import (
 //	<d>:8f:00.0  enp143s0f0np0  RoCE,  8 VFs enp143s0f0v0..  root pci<d>:80  NUMA 1  (DRA only: the seed's pool names the first PF)
 //	<d>:81:00.0  ens8f0np0      RoCE shared HCA, no VFs      root pci<d>:80  NUMA 1
 //	<d>:c1:00.0  ibp193s0f0     InfiniBand, 8 VFs            root pci<d>:c0  NUMA 1
+//	<d>:c1:00.1  ibp193s0f1     InfiniBand port 2, no VFs    root pci<d>:c0  NUMA 1  (the shared IPoIB port)
 //	GPUs         see gpuRoots
 //
 // <d> is the node's index as a 4-digit PCI domain (0000 for the first).
@@ -28,6 +29,29 @@ const (
 
 // SecondVFNetdev is the second VF PF's VF i netdev on the node (a veth end).
 func SecondVFNetdev(i int) string { return fmt.Sprintf("enp143s0f0v%d", i) }
+
+// The IB PF of every board (the bundled fixture's ConnectX-7 in IB mode)
+// with its VFs, and on the multi-node boards its second port without VFs
+// (as sysfsfixture.NewIBNode has it): the exclusive pool hands out the
+// first port's VFs, the shared pool the second port's HCA (the agent
+// refuses a shared pool over a PF whose VFs another pool hands out). On a
+// multi-node cluster their IPoIB netdevs have stand-ins (veth ends, MTU
+// 4092 as the fixture says) joined by the IB fabric's bridge: ib-sriov
+// moves a VF's into the pod as net1, and the recording fake makes an IPoIB
+// child's stand-in a macvlan of the port's.
+const (
+	IBPF         = "ibp193s0f0"
+	IBVFs        = 8
+	IBSharedPort = "ibp193s0f1"
+	IBMTU        = "4092"
+	IBBridge     = "br-ib"
+)
+
+// IBPFBDF is the node's IB PF's PCI address.
+func (n Node) IBPFBDF() string { return n.PCIDomain() + ":c1:00.0" }
+
+// IBVFNetdev is the IB PF's VF i IPoIB netdev on the node (a veth end).
+func IBVFNetdev(i int) string { return fmt.Sprintf("%sv%d", IBPF, i) }
 
 // AlignedNodeIndex is the node whose GPUs sit only beside its two VF PFs
 // (half under each root); the others also have GPUs under the IB PF's
@@ -119,6 +143,12 @@ func writeFixture(root string, n Node, gpus int) error {
 	if err := s.SetNumVFs(second, 0, SecondPFVFs); err != nil {
 		return err
 	}
+	ibPort2 := sysfsfixture.Function{BDF: d + ":c1:00.1", Vendor: sysfsfixture.VendorMellanox, Device: sysfsfixture.DeviceCX7,
+		Driver: "mlx5_core", NUMA: 1, PCIRoot: "pci" + d + ":c0", Netdev: IBSharedPort, RDMADev: s.NextRDMAName(),
+		LinkLayer: sysfsfixture.InfiniBand, MTU: 4092}
+	if err := s.AddFunction(ibPort2); err != nil {
+		return err
+	}
 	for _, g := range boardGPUs(n, gpus) {
 		if err := s.AddGPU(g); err != nil {
 			return err
@@ -155,6 +185,31 @@ func vfLinks(n Node) [][2]string {
 		}
 	}
 	return out
+}
+
+// ibLinks are node n's IB stand-ins (both ports' IPoIB netdevs and the VFs')
+// with the fabric port suffixes of their other ends; only the multi-node
+// boards have them.
+func ibLinks(n Node) [][2]string {
+	if !n.Board() {
+		return nil
+	}
+	out := [][2]string{{IBPF, "ibpf"}, {IBSharedPort, "ibsh"}}
+	for i := 0; i < IBVFs; i++ {
+		out = append(out, [2]string{IBVFNetdev(i), fmt.Sprintf("ib%d", i)})
+	}
+	return out
+}
+
+// IBFabricPort is the fabric-side end of node n's IB stand-in dev (IBPF,
+// IBSharedPort or an IBVFNetdev).
+func IBFabricPort(n Node, dev string) string {
+	for _, l := range ibLinks(n) {
+		if l[0] == dev {
+			return FabricPort(n, l[1])
+		}
+	}
+	return ""
 }
 
 // VFFabricPorts are the fabric-side ends of node n's VF stand-ins: their

@@ -16,6 +16,8 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	corev1 "k8s.io/api/core/v1"
 	podresources "k8s.io/kubelet/pkg/apis/podresources/v1"
+
+	"github.com/rdmanet/rdmanet/test/cluster"
 )
 
 // pods returns the pods of a namespace matching a label selector.
@@ -167,12 +169,22 @@ func ipv4Of(t *testing.T, ns, pod, iface string) []string {
 	return addrs
 }
 
-// podResources lists what the real kubelet's PodResources API reports (DRA
-// devices under "dra:<driver>"), per
-// "namespace/pod" and resource name.
+// podResources lists what the first node's real kubelet's PodResources API
+// reports (DRA devices under "dra:<driver>"), per "namespace/pod" and
+// resource name.
 func podResources(t *testing.T) map[string]map[string][]string {
 	t.Helper()
-	sock := filepath.Join(layout.Dir, "node/var/lib/kubelet/pod-resources/kubelet.sock")
+	return podResourcesAt(t, filepath.Join(layout.Dir, "node/var/lib/kubelet/pod-resources/kubelet.sock"))
+}
+
+// podResourcesOf is podResources of node n's kubelet.
+func podResourcesOf(t *testing.T, n cluster.Node) map[string]map[string][]string {
+	t.Helper()
+	return podResourcesAt(t, layout.NodeHostPath(n, "/var/lib/kubelet/pod-resources/kubelet.sock"))
+}
+
+func podResourcesAt(t *testing.T, sock string) map[string]map[string][]string {
+	t.Helper()
 	conn, err := grpc.NewClient("unix://"+sock, grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
 		t.Fatalf("PodResources %s: %v", sock, err)

@@ -15,14 +15,31 @@ import (
 // simulated node (pool config, the fixture's sysfs, the recording fake).
 const OverlayDir = "test/cluster/overlay"
 
-// overlay writes <state>/overlay: the committed overlay with the image tag
-// set (the tag comes from the version the binaries report).
+// MultiNodeOverlayDir is OverlayDir plus what the multi-node boards' IB
+// PFs need: the IB pools and the GUID pool (deploy/components/infiniband).
+const MultiNodeOverlayDir = "test/cluster/overlay-multinode"
+
+// overlayFor is the committed overlay a cluster of these nodes installs.
+func overlayFor(nodes []Node) string {
+	if len(nodes) > 1 {
+		return MultiNodeOverlayDir
+	}
+	return OverlayDir
+}
+
+// overlay writes <state>/overlay: the committed overlay for the cluster's
+// nodes with the image tag set (the tag comes from the version the
+// binaries report).
 func (l Layout) overlay(imageRef string) (string, error) {
 	dir := l.path("overlay")
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return "", err
 	}
-	rel, err := filepath.Rel(dir, filepath.Join(l.Repo, OverlayDir))
+	nodes, err := l.readNodes()
+	if err != nil {
+		return "", err
+	}
+	rel, err := filepath.Rel(dir, filepath.Join(l.Repo, overlayFor(nodes)))
 	if err != nil {
 		return "", err
 	}

@@ -32,6 +32,7 @@ func TestMultiNode(t *testing.T) {
 	t.Run("rolling upgrade across nodes with both modes' pods running", testRollAcrossNodes)
 	t.Run("kubectl rdma verify of a 16-pod workload across nodes", testVerify16)
 	t.Run("a node's credentials reach only its own objects", testNodeCredentials)
+	t.Run("InfiniBand: ib-sriov GUIDs from the cluster-wide pool across nodes, back on DEL and GC; ipoib shared", testInfiniBand)
 	t.Run("node loss: addresses freed, pods back elsewhere, node back", testNodeLoss)
 }
 

@@ -15,14 +15,20 @@ import (
 //	enp143s0f0np0 second VF PF (multi-node), 10.0.3.<100+i> ── n<k>-expf2
 //	enp143s0f0v0.. its VF netdevs                    ── n<k>-wf0.. ports of br-train
 //	ens8f0np0     shared HCA PF, 192.168.2.<10+i>    ── n<k>-shpf  port of br-train
+//	ibp193s0f0    IB PF's IPoIB netdev (multi-node)  ── n<k>-ibpf  port of br-ib
+//	ibp193s0f1    IB port 2 (shared IPoIB port)      ── n<k>-ibsh  port of br-ib
+//	ibp193s0f0v0.. its VFs' IPoIB netdevs            ── n<k>-ib0.. ports of br-ib
 //	cni0          the bridge network's bridge (made by the bridge plugin)
 //
-// The fabric namespace holds the two networks that join the nodes:
+// The fabric namespace holds the networks that join the nodes:
 //
 //	br-mgmt   10.250.0.1/24: the management network (node uplinks); it routes
 //	          each node's pod CIDR to that node, as the cluster's own CNI would
 //	br-train  the training fabric: one L2 segment, MTU 9000, joining every
 //	          node's PF and VF stand-ins (what the RDMA switch is to net1)
+//	br-ib     the InfiniBand fabric (multi-node): one L2 segment, MTU 4092,
+//	          joining the IB stand-ins (what one IPoIB partition is to net1;
+//	          the partitions themselves are the subnet manager's, not here)
 //
 // Each node also routes the other nodes' pod CIDRs straight to them (same
 // L2), so pod-to-pod traffic between nodes keeps its addresses (the bridge
@@ -39,6 +45,11 @@ func setupNetwork(nodes []Node, kubeProxy bool) error {
 		{"ip", "-n", WireNetns, "link", "set", "br-train", "up"},
 		{"ip", "-n", WireNetns, "addr", "add", FabricIP + NodeCIDR, "dev", "br-mgmt"},
 		{"ip", "netns", "exec", WireNetns, "sysctl", "-qw", "net.ipv4.ip_forward=1"},
+	}
+	if len(nodes) > 0 && nodes[0].Board() {
+		steps = append(steps,
+			[]string{"ip", "-n", WireNetns, "link", "add", IBBridge, "mtu", IBMTU, "type", "bridge"},
+			[]string{"ip", "-n", WireNetns, "link", "set", IBBridge, "up"})
 	}
 	for _, n := range nodes {
 		steps = append(steps, nodeNetworkSteps(n, nodes, kubeProxy)...)
@@ -67,6 +78,9 @@ func nodeLinks(n Node) []nodeLink {
 	}
 	for _, vf := range vfLinks(n) {
 		links = append(links, nodeLink{vf[0], FabricPort(n, vf[1]), "9000", "br-train"})
+	}
+	for _, ib := range ibLinks(n) {
+		links = append(links, nodeLink{ib[0], FabricPort(n, ib[1]), IBMTU, IBBridge})
 	}
 	return links
 }
