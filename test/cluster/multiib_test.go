@@ -459,14 +459,20 @@ func testInfiniBand(t *testing.T) {
 	// The rest by DEL; the IPoIB child goes with its pod.
 	kubectl(t, "-n", ibNS, "delete", "pod", b2.pod, "ipoib-s1", "--wait", "--timeout=120s")
 	waitIBReleased(t, b2)
-	// kubelet's DEL of the sandbox may come after the pod left the API
+	// DEL deletes the child where it is by then: renamed net1 in the pod's
+	// netns (the host-side name is only looked for, a leftover of an
+	// interrupted ADD). kubelet's DEL of the sandbox may come after the pod
+	// left the API.
 	for deadline := time.Now().Add(2 * time.Minute); ; time.Sleep(time.Second) {
 		lines, err := recorder(s).Log()
-		if err == nil && slices.Contains(lines[min(logFrom[s.Name], len(lines)):], "ip link del "+child.Name) {
+		after := lines[min(logFrom[s.Name], len(lines)):]
+		i := slices.Index(after, child.Command())
+		if err == nil && i >= 0 && slices.Contains(after[i+1:], "ip link del net1") {
 			break
 		}
 		if time.Now().After(deadline) {
-			t.Errorf("%s's recording fake: no %q within 2 min of ipoib-s1's deletion (%v)", s.Name, "ip link del "+child.Name, err)
+			t.Errorf("%s's recording fake: no %q after %q (ipoib-s1's ADD) within 2 min of its deletion (%v):\n%s",
+				s.Name, "ip link del net1", child.Command(), err, tail(strings.Join(after, "\n"), 20))
 			break
 		}
 	}
