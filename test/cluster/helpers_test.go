@@ -17,6 +17,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	podresources "k8s.io/kubelet/pkg/apis/podresources/v1"
 
+	v1alpha1 "github.com/rdmanet/rdmanet/api/ipam/v1alpha1"
 	"github.com/rdmanet/rdmanet/test/cluster"
 )
 
@@ -215,25 +216,22 @@ func podResourcesAt(t *testing.T, sock string) map[string]map[string][]string {
 	return out
 }
 
+// ipamBlocks reads every IPAMBlock of the kubernetes store.
+func ipamBlocks(t *testing.T) []v1alpha1.IPAMBlock {
+	t.Helper()
+	var list v1alpha1.IPAMBlockList
+	if err := json.Unmarshal([]byte(kubectl(t, "get", "ipamblocks.rdmanet.io", "-A", "-o", "json")), &list); err != nil {
+		t.Fatalf("ipamblocks: %v", err)
+	}
+	return list.Items
+}
+
 // ipamAllocations lists every address the kubernetes store holds, as
 // "ip -> namespace/pod".
 func ipamAllocations(t *testing.T) map[string]string {
 	t.Helper()
-	var list struct {
-		Items []struct {
-			Spec struct {
-				Allocations map[string]struct {
-					PodNamespace string `json:"podNamespace"`
-					PodName      string `json:"podName"`
-				} `json:"allocations"`
-			} `json:"spec"`
-		} `json:"items"`
-	}
-	if err := json.Unmarshal([]byte(kubectl(t, "get", "ipamblocks.rdmanet.io", "-A", "-o", "json")), &list); err != nil {
-		t.Fatalf("ipamblocks: %v", err)
-	}
 	out := map[string]string{}
-	for _, b := range list.Items {
+	for _, b := range ipamBlocks(t) {
 		for ip, a := range b.Spec.Allocations {
 			out[ip] = a.PodNamespace + "/" + a.PodName
 		}

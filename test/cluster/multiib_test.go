@@ -113,23 +113,8 @@ func ibNet1(t *testing.T, pod string) ibStatus {
 // IPAMBlocks): GUID -> "namespace/pod@node of the block".
 func guidAllocations(t *testing.T) map[string]string {
 	t.Helper()
-	var list struct {
-		Items []struct {
-			Spec struct {
-				Network     string `json:"network"`
-				Node        string `json:"node"`
-				Allocations map[string]struct {
-					PodNamespace string `json:"podNamespace"`
-					PodName      string `json:"podName"`
-				} `json:"allocations"`
-			} `json:"spec"`
-		} `json:"items"`
-	}
-	if err := json.Unmarshal([]byte(kubectl(t, "get", "ipamblocks.rdmanet.io", "-A", "-o", "json")), &list); err != nil {
-		t.Fatalf("ipamblocks: %v", err)
-	}
 	out := map[string]string{}
-	for _, b := range list.Items {
+	for _, b := range ipamBlocks(t) {
 		if b.Spec.Network != guidPoolNetwork {
 			continue
 		}
