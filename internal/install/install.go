@@ -54,6 +54,7 @@ var DefaultBinaries = []string{"rdmanet", "rdmanet-direct", "sriov", "sriov-dire
 const (
 	MetaConf      = "00-rdmanet.conf"
 	IPAMConf      = "rdmanet-ipam.conf"
+	GUIDPoolConf  = "guid-pool.json" // in IPAMDir: ib-sriov's GUID pool (guidpool.DefaultConfigPath)
 	MetaDir       = "rdmanet.d"
 	IPAMDir       = "rdmanet-ipam.d"
 	ManifestName  = "install.json"
@@ -119,6 +120,14 @@ type Options struct {
 	// TokenDir is the pod's projected volume: token (the pod's bound,
 	// expiring ServiceAccount token) and ca.crt (kube-root-ca.crt).
 	TokenDir string
+	// GUIDPoolConfig, when set, is the InfiniBand GUID pool config
+	// (deploy/components/infiniband) to install as
+	// <CNIConfDir>/rdmanet-ipam.d/guid-pool.json, the file ib-sriov reads
+	// when RDMANET_GUID_POOL_CONFIG is unset: so the host fallback
+	// (rdmanet-direct, while rdmanet-daemon is down) serves pool GUIDs too.
+	// Unset: none is installed, and one an earlier install put there is
+	// removed.
+	GUIDPoolConfig string
 	// Manifest is the stamp file (default <CNIConfDir>/rdmanet.d/install.json).
 	Manifest string
 	// Binaries to install from SrcDir (default DefaultBinaries).

@@ -526,6 +526,57 @@ func TestInstall(t *testing.T) {
 			errContains: "key 00-rdmanet.conf of the ConfigMap rdmanet-node-config",
 		},
 		{
+			name:        "GUID pool config installed where ib-sriov reads it without the daemon's environment",
+			before:      func(t *testing.T, n *node) { writeFile(t, n.guidPool(), guidPoolJSON, 0o644) },
+			opts:        withGUIDPool,
+			whereabouts: "installed",
+			check: func(t *testing.T, n *node, rep *Report) {
+				wantInstalled(t, n, true)
+				p := filepath.Join(n.conf, IPAMDir, GUIDPoolConf)
+				if got := readFile(t, p); got != guidPoolJSON {
+					t.Errorf("%s = %q, want the ConfigMap's", p, got)
+				}
+				if st, _ := os.Stat(p); st.Mode() != 0o644 {
+					t.Errorf("%s mode %v", p, st.Mode())
+				}
+				if !slices.Contains(rep.Actions, Action{Path: p, Did: "installed"}) {
+					t.Errorf("actions %+v", rep.Actions)
+				}
+			},
+		},
+		{
+			name: "GUID pool config removed when the flag is dropped (the component taken out)",
+			before: func(t *testing.T, n *node) {
+				writeFile(t, n.guidPool(), guidPoolJSON, 0o644)
+				if _, err := Install(context.Background(), n.options(withGUIDPool)); err != nil {
+					t.Fatal(err)
+				}
+			},
+			whereabouts: "installed",
+			check: func(t *testing.T, n *node, rep *Report) {
+				wantInstalled(t, n, true)
+				if _, err := os.Lstat(filepath.Join(n.conf, IPAMDir, GUIDPoolConf)); !errors.Is(err, fs.ErrNotExist) {
+					t.Errorf("guid-pool.json: %v, want removed", err)
+				}
+			},
+		},
+		{
+			name:        "broken GUID pool JSON: refused before anything is written, naming the flag and the ConfigMap key",
+			before:      func(t *testing.T, n *node) { writeFile(t, n.guidPool(), `{"ranges": [`, 0o644) },
+			opts:        withGUIDPool,
+			errContains: "is not valid JSON; fix: correct the key guid-pool.json of the ConfigMap rdmanet-guid-pool",
+			check: func(t *testing.T, n *node, rep *Report) {
+				if entries, _ := os.ReadDir(n.bin); len(entries) != 0 {
+					t.Errorf("files written before every input was checked: %v", entries)
+				}
+			},
+		},
+		{
+			name:        "GUID pool config missing: the error says what to mount",
+			opts:        withGUIDPool, // and no file there
+			errContains: "mount the ConfigMap rdmanet-guid-pool",
+		},
+		{
 			name:        "binary missing from the image",
 			before:      func(t *testing.T, n *node) { os.Remove(filepath.Join(n.src, "rdma")) },
 			errContains: "binary rdma in ",
@@ -566,6 +617,16 @@ func TestInstall(t *testing.T) {
 			}
 		})
 	}
+}
+
+const guidPoolJSON = `{"name": "default", "ranges": [{"start": "02:00:00:00:00:00:00:01", "end": "02:00:00:00:00:00:ff:ff"}]}`
+
+// guidPool is where the DaemonSet mounts the ConfigMap rdmanet-guid-pool's
+// key (beside the node's ConfigMap); withGUIDPool passes it to the install.
+func (n *node) guidPool() string { return filepath.Join(n.root, "etc/rdmanet/guid-pool", GUIDPoolConf) }
+
+func withGUIDPool(o *Options) {
+	o.GUIDPoolConfig = filepath.Join(filepath.Dir(o.ConfigDir), "guid-pool", GUIDPoolConf)
 }
 
 // failingFS serves the image's files, but the copy of one of them breaks

@@ -33,7 +33,8 @@ Install, in order:
      keeps it fresh), the kubeconfigs <conf>/rdmanet.d/rdmanet.kubeconfig and
      <conf>/rdmanet-ipam.d/rdmanet-ipam.kubeconfig that read it (server
      https://$KUBERNETES_SERVICE_HOST:$KUBERNETES_SERVICE_PORT, tokenFile),
-     rdmanet-ipam.d/rdmanet-ipam.conf, and last 00-rdmanet.conf (the runtime
+     rdmanet-ipam.d/rdmanet-ipam.conf (and rdmanet-ipam.d/guid-pool.json
+     with --guid-pool-config), and last 00-rdmanet.conf (the runtime
      uses rdmanet from then on). Identical files are left untouched.
   5. removes what an earlier install put there and this one does not (the
      long-lived tokens releases before 0.3 copied: rdmanet-ipam.d/token), and
@@ -75,6 +76,7 @@ func Main(args []string, getenv func(string) string, stdout, stderr io.Writer) i
 	fs.StringVar(&o.CNIConfDir, "cni-conf-dir", o.CNIConfDir, "the node's CNI config directory, mounted at the host's path")
 	fs.StringVar(&o.ConfigDir, "config-dir", o.ConfigDir, "the rdmanet-node-config ConfigMap: 00-rdmanet.conf, rdmanet-ipam.conf")
 	fs.StringVar(&o.TokenDir, "token-dir", o.TokenDir, "the pod's projected volume: token (its bound, expiring ServiceAccount token) and ca.crt (ConfigMap kube-root-ca.crt)")
+	fs.StringVar(&o.GUIDPoolConfig, "guid-pool-config", "", "the InfiniBand GUID pool config (ConfigMap rdmanet-guid-pool, key guid-pool.json) to install as <cni-conf-dir>/rdmanet-ipam.d/guid-pool.json, which ib-sriov reads when run by the host fallback; unset: none (an earlier one is removed)")
 	fs.StringVar(&o.Manifest, "manifest", "", "install manifest: the version and files installed (default <cni-conf-dir>/rdmanet.d/install.json)")
 	binaries := fs.String("binaries", strings.Join(o.Binaries, ","), "comma-separated binaries of --src-dir to install")
 	fs.StringVar(&o.AsWhereabouts, "install-as-whereabouts", o.AsWhereabouts, "auto, true or false: also install rdmanet-ipam as \"whereabouts\" (see above)")

@@ -94,6 +94,17 @@ func (o *Options) plan() ([]planned, error) {
 		kc := Kubeconfig(id.Name, o.APIServer, caFile, tokenFile)
 		plan = append(plan, bytesPlan(Entry{Root: rootConf, Path: id.Dir + "/" + id.Name + ".kubeconfig", Kind: kindSecret}, 0o600, kc, "server "+o.APIServer))
 	}
+	if o.GUIDPoolConfig != "" {
+		p := o.GUIDPoolConfig
+		b, err := os.ReadFile(p)
+		if err != nil {
+			return nil, fmt.Errorf("--guid-pool-config %s: %w; fix: mount the ConfigMap rdmanet-guid-pool (deploy/components/infiniband, key %s) there, or drop the flag on nodes without a GUID pool", p, err, GUIDPoolConf)
+		}
+		if !json.Valid(b) {
+			return nil, fmt.Errorf("--guid-pool-config %s is not valid JSON; fix: correct the key %s of the ConfigMap rdmanet-guid-pool (docs/infiniband.md \"GUID pool\")", p, GUIDPoolConf)
+		}
+		plan = append(plan, bytesPlan(Entry{Root: rootConf, Path: IPAMDir + "/" + GUIDPoolConf, Kind: kindConfig}, 0o644, b, p))
+	}
 	for _, c := range []struct{ name, dest string }{{IPAMConf, IPAMDir + "/" + IPAMConf}, {MetaConf, MetaConf}} {
 		p := filepath.Join(o.ConfigDir, c.name)
 		b, err := os.ReadFile(p)

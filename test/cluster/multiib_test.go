@@ -281,6 +281,16 @@ func testInfiniBand(t *testing.T) {
 	if args := kubectl(t, "-n", "rdmanet-system", "get", "deployment", "rdmanet-controller", "-o", "jsonpath={.spec.template.spec.containers[0].args}"); !strings.Contains(args, "--guid-pool-config=") {
 		t.Fatalf("rdmanet-controller runs without --guid-pool-config: %s (the overlay lacks deploy/components/infiniband)", args)
 	}
+	// install-cni's copy for the host fallback (ib-sriov run by
+	// rdmanet-direct, without the daemon's environment): the ConfigMap's
+	// key on every node.
+	poolJSON := kubectl(t, "-n", "rdmanet-system", "get", "configmap", "rdmanet-guid-pool", "-o", "jsonpath={.data.guid-pool\\.json}")
+	for _, n := range state.Nodes {
+		b, err := os.ReadFile(layout.NodeHostPath(n, guidpool.DefaultConfigPath))
+		if err != nil || strings.TrimSpace(string(b)) != strings.TrimSpace(poolJSON) {
+			t.Errorf("node %s: %s = %q, %v; want the ConfigMap rdmanet-guid-pool's guid-pool.json (install-cni --guid-pool-config)", n.Name, guidpool.DefaultConfigPath, b, err)
+		}
+	}
 	for _, n := range excl {
 		waitAllocatableOn(t, n.Name, ibVFResource, fmt.Sprint(cluster.IBVFs))
 	}

@@ -32,23 +32,8 @@ func TestMultiNode(t *testing.T) {
 	t.Run("rolling upgrade across nodes with both modes' pods running", testRollAcrossNodes)
 	t.Run("kubectl rdma verify of a 16-pod workload across nodes", testVerify16)
 	t.Run("a node's credentials reach only its own objects", testNodeCredentials)
+	t.Run("InfiniBand: pool GUIDs on IB VFs across nodes, shared IPoIB, GUIDs back on DEL and by GC", testInfiniBand)
 	t.Run("node loss: addresses freed, pods back elsewhere, node back", testNodeLoss)
-}
-
-// TestInfiniBandAcrossNodes is the InfiniBand scenario on the cross-node
-// cluster. Not yet in `make test-cluster-multi`: its first CI run failed
-// because it looked for the IPoIB child's recorded "ip link del" under the
-// child's host-side name, while DEL deletes it in the pod's netns as net1
-// (fixed; polled too, as kubelet's DEL may come after the pod left the
-// API). Since then it passed twice on a fresh 3-node cluster (29-35 s).
-// Run it on a running 3-node cluster:
-//
-//	go test -tags clustertest -count=1 -v -run TestInfiniBandAcrossNodes ./test/cluster/
-func TestInfiniBandAcrossNodes(t *testing.T) {
-	if len(state.Nodes) < 3 {
-		t.Fatalf("the InfiniBand scenario needs 3 nodes, the cluster has %d; run: make cluster-up NODES=3", len(state.Nodes))
-	}
-	testInfiniBand(t)
 }
 
 // testNodesReady: every node is Ready with its mode label, and rdmanet's
