@@ -33,7 +33,7 @@ func (d *MetaServer) connect(ctx context.Context, c Config, conf *meta.NetConf, 
 		if err != nil {
 			return nil, failed("%w", err)
 		}
-		claims = kube.NewSliceResolver(live.Core)
+		claims = kube.NewSliceResolver(live.Core, c.NodeName)
 		sctx, cancel := context.WithTimeout(ctx, c.SyncTimeout)
 		cs, err := kube.NewCachedSource(sctx, live, c.NodeName)
 		cancel()

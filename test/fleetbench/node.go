@@ -194,7 +194,7 @@ func StartNode(ctx context.Context, o NodeOptions) (*Node, error) {
 		return nil, err
 	}
 	n.live = &kube.KubeSource{Core: core, NADs: nads}
-	n.slices = kube.NewSliceResolver(core)
+	n.slices = kube.NewSliceResolver(core, n.Name)
 	icfg := processConfig(o.Base, o.Transport, n.Daemon, "rdmanet-ipam", -1, -1)
 	icfg.Timeout = 30 * time.Second
 	store, err := ipam.NewKubeStore(icfg)

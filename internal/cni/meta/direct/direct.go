@@ -66,7 +66,7 @@ func NewPlugin(c *meta.NetConf, cniPath string, log *slog.Logger) (*meta.Plugin,
 			return nil, nil, err
 		}
 		p.Source = ks
-		claims = kube.NewSliceResolver(ks.Core)
+		claims = kube.NewSliceResolver(ks.Core, "") // the host fallback knows no node name: the pool's slices wherever they are
 	}
 	prc, err := kube.NewPodResourcesClient(c.PodResourcesSocket)
 	if err != nil {

@@ -6,6 +6,7 @@ package kube
 // (SetClaimNetworks), which the API server authorizes per driver.
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"strings"
@@ -68,14 +69,22 @@ func TestClaimAttachmentAPIServer(t *testing.T) {
 	slice("old", meta.ClaimStatusDriver, node, 1, netDevice("vf-0000-41-00-2", "example.com/old", "0000:41:00.9"))
 	slice("new", meta.ClaimStatusDriver, node, 2, netDevice("vf-0000-41-00-2", res, "0000:41:00.2"), netDevice("vf-0000-41-00-3", res, "0000:41:00.3"))
 	slice("gpus", "gpu.example.com", node, 1, resourcev1.Device{Name: "gpu-0"})
+	// a network-attached pool: its slice names no node
+	attached := &resourcev1.ResourceSlice{ObjectMeta: metav1.ObjectMeta{Name: "fabric"}, Spec: resourcev1.ResourceSliceSpec{
+		Driver: "net.example.com", Pool: resourcev1.ResourcePool{Name: "fabric", Generation: 1, ResourceSliceCount: 1}, AllNodes: ptr.To(true),
+		Devices: []resourcev1.Device{netDevice("port-7", "example.com/fabric", "0000:99:00.7")}}}
+	if _, err := admin.ResourceV1().ResourceSlices().Create(ctx, attached, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
 
-	r := NewSliceResolver(daemon)
+	r := NewSliceResolver(daemon, node)
 	tests := []struct {
-		name, driver, device string
-		wantRes, wantID      string
-		wantOK               bool
-		wantErr              string
+		name, driver, pool, device string
+		wantRes, wantID            string
+		wantOK                     bool
+		wantErr                    string
 	}{
+		{name: "network-attached pool (no node): found beyond the node's own slices", driver: "net.example.com", pool: "fabric", device: "port-7", wantRes: "example.com/fabric", wantID: "0000:99:00.7", wantOK: true},
 		{name: "VF: newest generation's attributes", driver: meta.ClaimStatusDriver, device: "vf-0000-41-00-2", wantRes: res, wantID: "0000:41:00.2", wantOK: true},
 		{name: "second VF from the cache", driver: meta.ClaimStatusDriver, device: "vf-0000-41-00-3", wantRes: res, wantID: "0000:41:00.3", wantOK: true},
 		{name: "GPU of another driver: not a network device", driver: "gpu.example.com", device: "gpu-0"},
@@ -83,7 +92,7 @@ func TestClaimAttachmentAPIServer(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			gotRes, gotID, ok, err := r.Resolve(ctx, tc.driver, node, tc.device)
+			gotRes, gotID, ok, err := r.Resolve(ctx, tc.driver, cmp.Or(tc.pool, node), tc.device)
 			if tc.wantErr != "" {
 				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
 					t.Fatalf("err = %v, want it to contain %q", err, tc.wantErr)

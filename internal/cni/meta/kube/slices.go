@@ -31,9 +31,17 @@ const sliceTTL = time.Minute
 // ResourceSlices: it lists the slices of one (driver, pool), field-selected,
 // and caches their devices' network attributes, so a daemon asks once per
 // pool and minute rather than once per ADD.
+//
+// With NodeName set, the list first selects the node's own slices too
+// (spec.nodeName, which the API server's watch cache indexes: the list
+// reads one node's slices, not every slice of the fleet, which at
+// thousands of nodes timed lists out); a device not found there (a
+// network-attached pool: slices with allNodes or a nodeSelector) is looked
+// up in the pool's slices wherever they are.
 type SliceResolver struct {
-	Client kubernetes.Interface
-	now    func() time.Time
+	Client   kubernetes.Interface
+	NodeName string
+	now      func() time.Time
 
 	mu    sync.Mutex
 	pools map[string]*slicePool // driver + "/" + pool
@@ -48,9 +56,10 @@ type sliceDevice struct {
 	resource, deviceID string
 }
 
-// NewSliceResolver returns a resolver over client.
-func NewSliceResolver(client kubernetes.Interface) *SliceResolver {
-	return &SliceResolver{Client: client, now: time.Now, pools: map[string]*slicePool{}}
+// NewSliceResolver returns a resolver over client for the devices of node
+// ("": the pools' slices wherever they are).
+func NewSliceResolver(client kubernetes.Interface, node string) *SliceResolver {
+	return &SliceResolver{Client: client, NodeName: node, now: time.Now, pools: map[string]*slicePool{}}
 }
 
 // Resolve returns the device's resource name and deviceID from its
@@ -66,7 +75,7 @@ func (r *SliceResolver) Resolve(ctx context.Context, driver, pool, device string
 		d, found = p.devices[device]
 	}
 	if !found {
-		fresh, err := r.fetch(ctx, driver, pool)
+		fresh, err := r.fetch(ctx, driver, pool, device)
 		if err != nil {
 			return "", "", false, err
 		}
@@ -88,15 +97,28 @@ func (r *SliceResolver) Resolve(ctx context.Context, driver, pool, device string
 	return d.resource, d.deviceID, true, nil
 }
 
-// fetch lists the pool's slices and keeps the devices of its newest
-// generation (a driver replacing a pool publishes the new generation before
-// deleting the old one).
-func (r *SliceResolver) fetch(ctx context.Context, driver, pool string) (*slicePool, error) {
-	sel := fields.AndSelectors(
+// fetch lists the pool's slices (the node's own first, see SliceResolver)
+// and keeps the devices of its newest generation (a driver replacing a pool
+// publishes the new generation before deleting the old one).
+func (r *SliceResolver) fetch(ctx context.Context, driver, pool, device string) (*slicePool, error) {
+	sel := []fields.Selector{
 		fields.OneTermEqualSelector(resourcev1.ResourceSliceSelectorDriver, driver),
 		fields.OneTermEqualSelector(resourcev1.ResourceSliceSelectorPoolName, pool),
-	).String()
-	list, err := r.Client.ResourceV1().ResourceSlices().List(ctx, metav1.ListOptions{FieldSelector: sel})
+	}
+	if r.NodeName != "" {
+		p, err := r.list(ctx, driver, pool, append(sel, fields.OneTermEqualSelector(resourcev1.ResourceSliceSelectorNodeName, r.NodeName)))
+		if err != nil {
+			return nil, err
+		}
+		if _, ok := p.devices[device]; ok {
+			return p, nil
+		}
+	}
+	return r.list(ctx, driver, pool, sel)
+}
+
+func (r *SliceResolver) list(ctx context.Context, driver, pool string, sel []fields.Selector) (*slicePool, error) {
+	list, err := r.Client.ResourceV1().ResourceSlices().List(ctx, metav1.ListOptions{FieldSelector: fields.AndSelectors(sel...).String()})
 	if err != nil {
 		return nil, fmt.Errorf("list ResourceSlices of driver %s, pool %s (the daemon's identity needs resourceslices list, deploy/rbac-daemon.yaml): %w", driver, pool, err)
 	}
