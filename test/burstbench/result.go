@@ -110,7 +110,7 @@ func Summarize(runs []Result) (line, spread string) {
 	r0 := runs[0]
 	cols := make([][]float64, len(figureNames))
 	var wall, child []float64
-	failed, unattached := 0, 0
+	failed, refused, unattached := 0, 0, 0
 	for _, r := range runs {
 		for i, f := range figures(r) {
 			cols[i] = append(cols[i], f)
@@ -120,6 +120,7 @@ func Summarize(runs []Result) (line, spread string) {
 			child = append(child, ms(r.ChildCPU)/float64(r.Attachments()))
 		}
 		failed += r.Failed
+		refused += r.FailReasons[ReasonDaemonLimit]
 		unattached += r.Unattached
 	}
 	med := make([]float64, len(cols))
@@ -134,7 +135,7 @@ func Summarize(runs []Result) (line, spread string) {
 		lo, hi := slices.Min(cols[i]), slices.Max(cols[i])
 		fmt.Fprintf(&b, " %s=%s–%s", name, num(lo), num(hi))
 	}
-	fmt.Fprintf(&b, " unattached=%d wall_s=%s–%s", unattached, num(slices.Min(wall)), num(slices.Max(wall)))
+	fmt.Fprintf(&b, " refused=%d unattached=%d wall_s=%s–%s", refused, unattached, num(slices.Min(wall)), num(slices.Max(wall)))
 	if len(child) > 0 {
 		fmt.Fprintf(&b, " delegate_cpu_ms_per_attach=%s–%s", num(slices.Min(child)), num(slices.Max(child)))
 	}
@@ -158,6 +159,12 @@ func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
 
 func mib(b int64) float64 { return float64(b) / (1 << 20) }
 
+// ReasonDaemonLimit is the FailReason of an ADD rdmanet-daemon refused at
+// its limit on calls (CNI error 11, "try again later": the runtime
+// retries): back-pressure, the "clear error past the queue", which
+// the spread line counts apart as refused (of failed).
+const ReasonDaemonLimit = "daemon-limit"
+
 // FailReason sorts a failed ADD's error into a short cause for the progress
 // output: the PodResources call (kubelet's API) timing out, another
 // timeout, or the error's first 100 characters.
@@ -166,7 +173,7 @@ func FailReason(err error) string {
 	low := strings.ToLower(msg)
 	switch {
 	case strings.Contains(msg, "--max-inflight-calls"):
-		return "daemon-limit" // rdmanet-daemon refused it (CNI error 11): the runtime retries
+		return ReasonDaemonLimit
 	case strings.Contains(low, "podresources") || strings.Contains(low, "pod resources"):
 		if strings.Contains(low, "deadline") || strings.Contains(low, "timeout") {
 			return "podresources-timeout"
