@@ -18,6 +18,7 @@ import (
 	podresources "k8s.io/kubelet/pkg/apis/podresources/v1"
 
 	v1alpha1 "github.com/rdmanet/rdmanet/api/ipam/v1alpha1"
+	"github.com/rdmanet/rdmanet/internal/devinfo"
 	"github.com/rdmanet/rdmanet/test/cluster"
 )
 
@@ -91,10 +92,13 @@ func tail(s string, n int) string {
 
 // networkStatus is one entry of k8s.v1.cni.cncf.io/network-status.
 type networkStatus struct {
-	Name       string   `json:"name"`
-	Interface  string   `json:"interface"`
-	IPs        []string `json:"ips"`
-	Default    bool     `json:"default"`
+	Name      string   `json:"name"`
+	Interface string   `json:"interface"`
+	IPs       []string `json:"ips"`
+	Default   bool     `json:"default"`
+	MAC       string   `json:"mac"`
+	// InfiniBand is rdmanet's extension of an IB attachment's entry.
+	InfiniBand *devinfo.InfiniBand `json:"infiniband"`
 	DeviceInfo *struct {
 		Type string `json:"type"`
 		PCI  *struct {

@@ -4,7 +4,6 @@ package cluster_test
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"maps"
 	"net"
@@ -69,44 +68,16 @@ spec:
 `, name, ibNS, network, node, cluster.TestboxImage, resource)
 }
 
-// ibStatus is a network-status entry with rdmanet's InfiniBand extension.
-type ibStatus struct {
-	Name       string   `json:"name"`
-	Interface  string   `json:"interface"`
-	IPs        []string `json:"ips"`
-	MAC        string   `json:"mac"`
-	DeviceInfo *struct {
-		PCI *struct {
-			PCIAddress string `json:"pci-address"`
-			RDMADevice string `json:"rdma-device"`
-		} `json:"pci"`
-	} `json:"device-info"`
-	InfiniBand *struct {
-		GUID   string `json:"guid"`
-		PKey   string `json:"pkey"`
-		Plugin string `json:"plugin"`
-	} `json:"infiniband"`
-}
-
-// ibNet1 waits for the pod's network-status and returns its net1 entry.
-func ibNet1(t *testing.T, pod string) ibStatus {
+// ibNet1 waits for the pod's network-status and returns its net1 entry,
+// which must carry an address.
+func ibNet1(t *testing.T, pod string) networkStatus {
 	t.Helper()
-	waitNetworkStatus(t, ibNS, pod)
-	raw := kubectl(t, "-n", ibNS, "get", "pod", pod, "-o", `jsonpath={.metadata.annotations.k8s\.v1\.cni\.cncf\.io/network-status}`)
-	var st []ibStatus
-	if err := json.Unmarshal([]byte(raw), &st); err != nil {
-		t.Fatalf("%s: network-status %q: %v", pod, raw, err)
+	st := waitNetworkStatus(t, ibNS, pod)
+	n := find(st, "net1")
+	if n == nil || len(n.IPs) == 0 {
+		t.Fatalf("%s: network-status has no net1 with an address: %+v", pod, st)
 	}
-	for _, s := range st {
-		if s.Interface == "net1" {
-			if len(s.IPs) == 0 {
-				t.Fatalf("%s: net1 has no address in network-status: %s", pod, raw)
-			}
-			return s
-		}
-	}
-	t.Fatalf("%s: network-status has no net1: %s", pod, raw)
-	return ibStatus{}
+	return *n
 }
 
 // guidAllocations lists the GUIDs the cluster-wide pool holds (its
