@@ -94,27 +94,27 @@ func (o *Options) plan() ([]planned, error) {
 		kc := Kubeconfig(id.Name, o.APIServer, caFile, tokenFile)
 		plan = append(plan, bytesPlan(Entry{Root: rootConf, Path: id.Dir + "/" + id.Name + ".kubeconfig", Kind: kindSecret}, 0o600, kc, "server "+o.APIServer))
 	}
+	type jsonConfig struct{ what, src, dest, missingFix, invalidFix string }
+	var configs []jsonConfig
 	if o.GUIDPoolConfig != "" {
-		p := o.GUIDPoolConfig
-		b, err := os.ReadFile(p)
-		if err != nil {
-			return nil, fmt.Errorf("--guid-pool-config %s: %w; fix: mount the ConfigMap rdmanet-guid-pool (deploy/components/infiniband, key %s) there, or drop the flag on nodes without a GUID pool", p, err, GUIDPoolConf)
-		}
-		if !json.Valid(b) {
-			return nil, fmt.Errorf("--guid-pool-config %s is not valid JSON; fix: correct the key %s of the ConfigMap rdmanet-guid-pool (docs/infiniband.md \"GUID pool\")", p, GUIDPoolConf)
-		}
-		plan = append(plan, bytesPlan(Entry{Root: rootConf, Path: IPAMDir + "/" + GUIDPoolConf, Kind: kindConfig}, 0o644, b, p))
+		configs = append(configs, jsonConfig{"--guid-pool-config", o.GUIDPoolConfig, IPAMDir + "/" + GUIDPoolConf,
+			fmt.Sprintf("mount the ConfigMap rdmanet-guid-pool (deploy/components/infiniband, key %s) there, or drop the flag on nodes without a GUID pool", GUIDPoolConf),
+			fmt.Sprintf("correct the key %s of the ConfigMap rdmanet-guid-pool (docs/infiniband.md \"GUID pool\")", GUIDPoolConf)})
 	}
 	for _, c := range []struct{ name, dest string }{{IPAMConf, IPAMDir + "/" + IPAMConf}, {MetaConf, MetaConf}} {
-		p := filepath.Join(o.ConfigDir, c.name)
-		b, err := os.ReadFile(p)
+		configs = append(configs, jsonConfig{"config", filepath.Join(o.ConfigDir, c.name), c.dest,
+			fmt.Sprintf("mount the ConfigMap rdmanet-node-config (deploy/node-config.yaml, key %s) at --config-dir", c.name),
+			fmt.Sprintf("correct the key %s of the ConfigMap rdmanet-node-config", c.name)})
+	}
+	for _, c := range configs {
+		b, err := os.ReadFile(c.src)
 		if err != nil {
-			return nil, fmt.Errorf("config %s: %w; fix: mount the ConfigMap rdmanet-node-config (deploy/node-config.yaml, key %s) at --config-dir", p, err, c.name)
+			return nil, fmt.Errorf("%s %s: %w; fix: %s", c.what, c.src, err, c.missingFix)
 		}
 		if !json.Valid(b) {
-			return nil, fmt.Errorf("config %s is not valid JSON; fix: correct the key %s of the ConfigMap rdmanet-node-config", p, c.name)
+			return nil, fmt.Errorf("%s %s is not valid JSON; fix: %s", c.what, c.src, c.invalidFix)
 		}
-		plan = append(plan, bytesPlan(Entry{Root: rootConf, Path: c.dest, Kind: kindConfig}, 0o644, b, p))
+		plan = append(plan, bytesPlan(Entry{Root: rootConf, Path: c.dest, Kind: kindConfig}, 0o644, b, c.src))
 	}
 	return plan, nil
 }
