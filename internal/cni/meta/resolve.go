@@ -119,6 +119,35 @@ func (p *Plugin) attachments(ctx context.Context, pod *corev1.Pod) ([]*Delegate,
 	return out, nil
 }
 
+// PodResourcesAttempts bounds the PodResources calls of one ADD. Kubelet
+// answers them from memory, so a call that runs out of its own apiTimeout
+// while the ADD still has time is a starved kubelet (a burst of pod starts
+// on a busy node), not a missing answer: it is asked again rather than
+// failing the pod's sandbox.
+const PodResourcesAttempts = 3
+
+// podDevices asks PodResources for the devices of pod namespace/name, each
+// call bounded by apiTimeout, again after a call that timed out while ctx
+// (the ADD's own deadline) has not ended, at most PodResourcesAttempts
+// times.
+func (p *Plugin) podDevices(ctx context.Context, namespace, name string) (*Allocation, error) {
+	for attempt := 1; ; attempt++ {
+		actx, cancel := context.WithTimeout(ctx, p.Conf.APITimeoutDur)
+		alloc, err := p.Devices.PodDevices(actx, namespace, name)
+		timedOut := errors.Is(actx.Err(), context.DeadlineExceeded) && ctx.Err() == nil
+		cancel()
+		switch {
+		case err == nil:
+			return alloc, nil
+		case !timedOut:
+			return nil, err
+		case attempt == PodResourcesAttempts:
+			return nil, fmt.Errorf("%w (%d calls, each bounded by apiTimeout %v: kubelet did not answer; fix: check kubelet's load and its pod-resources socket, or raise apiTimeout)", err, attempt, p.Conf.APITimeoutDur)
+		}
+		p.Log.Warn("kubelet PodResources call timed out; asking again", "pod", namespace+"/"+name, "attempt", attempt, "of", PodResourcesAttempts, "timeout", p.Conf.APITimeoutDur, "err", err)
+	}
+}
+
 // assignDevices gives every item whose NAD has a resourceName a device that
 // kubelet allocated to the pod for that resource (PodResources: a device
 // plugin device, or a DRA claim device whose ResourceSlice names that
@@ -144,9 +173,7 @@ func (p *Plugin) assignDevices(ctx context.Context, pod *corev1.Pod, items []*it
 	if p.Devices == nil {
 		return fmt.Errorf("pod %s: networks need devices of %s but no PodResources client is configured", podKey, resourcesOf(items))
 	}
-	actx, cancel := context.WithTimeout(ctx, p.Conf.APITimeoutDur)
-	alloc, err := p.Devices.PodDevices(actx, pod.Namespace, pod.Name)
-	cancel()
+	alloc, err := p.podDevices(ctx, pod.Namespace, pod.Name)
 	if err != nil {
 		return fmt.Errorf("pod %s: %w", podKey, err)
 	}

@@ -36,17 +36,21 @@ const (
 // short (from the cache, delTimeout 30 s), so a burst of ADDs, which
 // holds at most 48, never delays it.
 //
-// 256 ADDs waiting, at most 30 s each: a waiting call costs a goroutine,
-// its socket and its request (a few KiB), a few MiB for a full queue; 30 s
-// leaves a waited ADD most of its 2 m (kubelet's
-// runtime-request-timeout, the shim's addTimeout), and a call waits at most
-// half of the wait its client allows. 48 + 256 ADDs absorb a 256-pod burst
-// (the largest measured) without a refusal at the cost of the wait.
+// 512 ADDs waiting, at most 60 s each: a waiting call costs a goroutine,
+// its socket and its request (a few KiB), a few MiB for a full queue
+// (docs/benchmarks.md: 72.6 MiB peak RSS with 464 of 512 pods waiting). 60 s
+// is half of the shim's addTimeout (2 m, kubelet's
+// runtime-request-timeout), and a call waits at most half of the wait its
+// client allows, so a call that waited has the other half to run. 48 + 512
+// ADDs absorb a 512-pod burst without a refusal (the largest: at
+// 256 and 30 s, 169 of 512 pods were refused at least once); past that, or
+// when a node needs over a minute to reach a waiting call, the call is
+// refused with CNI error 11 and the runtime retries it.
 const (
 	DefaultMaxInFlight = 64
 	DefaultDelReserve  = 16
-	DefaultMaxQueued   = 256
-	DefaultMaxWait     = 30 * time.Second
+	DefaultMaxQueued   = 512
+	DefaultMaxWait     = 60 * time.Second
 )
 
 // Limits bound the daemon's CNI calls in flight, over all its sockets.
