@@ -26,6 +26,7 @@ var (
 	flagVFs       = flag.Int("burst.vfs", 32, "VF stand-ins of the node: rails get exclusive VFs pod by pod while they last, macvlan after")
 	flagImpls     = flag.String("burst.impls", strings.Join(Impls, ","), "impls, run alternately row by row")
 	flagAttempts  = flag.Int("burst.attempts", 4, "ADDs per pod at most (a failed ADD is torn down and retried)")
+	flagTimeout   = flag.Duration("burst.add-timeout", DefaultAddTimeout, "bound on each ADD, for both impls, as kubelet's --runtime-request-timeout bounds a sandbox's creation (the plugin process is killed then; 0: none)")
 	flagConnLimit = flag.Int("burst.multus-connection-limit", 0, "multus-daemon's connectionLimit (0: unset, upstream's default)")
 	flagDaemon    = flag.String("burst.rdmanet-daemon-args", "", "extra flags of rdmanet-daemon, space-separated (e.g. its limits on calls: --max-inflight-calls=32 --max-queued-calls=128)")
 )
@@ -105,7 +106,7 @@ func TestBurst(t *testing.T) {
 		t.Fatalf("-burst.rails: %v", err)
 	}
 	impls := strings.Split(*flagImpls, ",")
-	o := Options{Attempts: *flagAttempts, MultusConnectionLimit: *flagConnLimit, RdmanetDaemonArgs: strings.Fields(*flagDaemon),
+	o := Options{Attempts: *flagAttempts, AddTimeout: *flagTimeout, MultusConnectionLimit: *flagConnLimit, RdmanetDaemonArgs: strings.Fields(*flagDaemon),
 		Progress: func(s string) { fmt.Fprintln(os.Stderr, "bench-burst progress:", s) }}
 	res := runBench(t, impls, pods, rails, *flagRuns, *flagVFs, o)
 	for _, np := range pods {

@@ -102,7 +102,9 @@ var figureNames = []string{"p50_ms", "p99_ms", "failed", "peak_rss_mib", "gorout
 // Summarize turns the runs of one row into its summary line (each figure's
 // median over the runs; failed is the sum, so one failure in any run
 // shows) and its spread line (each figure's min–max over the runs, the
-// unattached pods and the wall time of the bursts, and the delegates' CPU).
+// ADDs refused by rdmanet-daemon's limit and those that ran out of the
+// runtime's timeout, the unattached pods, the wall time of the bursts, and
+// the delegates' CPU).
 func Summarize(runs []Result) (line, spread string) {
 	if len(runs) == 0 {
 		return "", ""
@@ -110,7 +112,7 @@ func Summarize(runs []Result) (line, spread string) {
 	r0 := runs[0]
 	cols := make([][]float64, len(figureNames))
 	var wall, child []float64
-	failed, refused, unattached := 0, 0, 0
+	failed, refused, timedOut, unattached := 0, 0, 0, 0
 	for _, r := range runs {
 		for i, f := range figures(r) {
 			cols[i] = append(cols[i], f)
@@ -121,6 +123,7 @@ func Summarize(runs []Result) (line, spread string) {
 		}
 		failed += r.Failed
 		refused += r.FailReasons[ReasonDaemonLimit]
+		timedOut += r.FailReasons[ReasonAddTimeout]
 		unattached += r.Unattached
 	}
 	med := make([]float64, len(cols))
@@ -135,7 +138,7 @@ func Summarize(runs []Result) (line, spread string) {
 		lo, hi := slices.Min(cols[i]), slices.Max(cols[i])
 		fmt.Fprintf(&b, " %s=%s–%s", name, num(lo), num(hi))
 	}
-	fmt.Fprintf(&b, " refused=%d unattached=%d wall_s=%s–%s", refused, unattached, num(slices.Min(wall)), num(slices.Max(wall)))
+	fmt.Fprintf(&b, " refused=%d timed_out=%d unattached=%d wall_s=%s–%s", refused, timedOut, unattached, num(slices.Min(wall)), num(slices.Max(wall)))
 	if len(child) > 0 {
 		fmt.Fprintf(&b, " delegate_cpu_ms_per_attach=%s–%s", num(slices.Min(child)), num(slices.Max(child)))
 	}

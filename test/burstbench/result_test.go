@@ -60,7 +60,7 @@ func TestLine(t *testing.T) {
 func TestSummarize(t *testing.T) {
 	runs := []Result{
 		{Impl: "multus", Pods: 2, Rails: 1, Attach: msd(10, 30), PeakRSS: 30 << 20, Goroutines: 50, CPU: 20 * time.Millisecond, Wall: time.Second},
-		{Impl: "multus", Pods: 2, Rails: 1, Attach: msd(20, 50), Failed: 2, FailReasons: map[string]int{ReasonDaemonLimit: 1, "timeout": 1}, Unattached: 1, PeakRSS: 40 << 20, Goroutines: 70, CPU: 40 * time.Millisecond, ChildCPU: 100 * time.Millisecond, Wall: 2 * time.Second},
+		{Impl: "multus", Pods: 2, Rails: 1, Attach: msd(20, 50), Failed: 2, FailReasons: map[string]int{ReasonDaemonLimit: 1, ReasonAddTimeout: 1}, Unattached: 1, PeakRSS: 40 << 20, Goroutines: 70, CPU: 40 * time.Millisecond, ChildCPU: 100 * time.Millisecond, Wall: 2 * time.Second},
 		{Impl: "multus", Pods: 2, Rails: 1, Attach: msd(15, 40), PeakRSS: 35 << 20, Goroutines: 60, CPU: 30 * time.Millisecond, Wall: 3 * time.Second},
 	}
 	line, spread := Summarize(runs)
@@ -71,7 +71,7 @@ func TestSummarize(t *testing.T) {
 	if !lineRE.MatchString(line) {
 		t.Errorf("summary line %q does not match the issue's format", line)
 	}
-	wantSpread := "bench-burst-spread: impl=multus pods=2 rails=1 runs=3 p50_ms=10–20 p99_ms=30–50 failed=0–2 peak_rss_mib=30–40 goroutines=50–70 cpu_ms_per_attach=10–20 refused=1 unattached=1 wall_s=1–3 delegate_cpu_ms_per_attach=0–50"
+	wantSpread := "bench-burst-spread: impl=multus pods=2 rails=1 runs=3 p50_ms=10–20 p99_ms=30–50 failed=0–2 peak_rss_mib=30–40 goroutines=50–70 cpu_ms_per_attach=10–20 refused=1 timed_out=1 unattached=1 wall_s=1–3 delegate_cpu_ms_per_attach=0–50"
 	if spread != wantSpread {
 		t.Errorf("spread line\n%s\nwant\n%s", spread, wantSpread)
 	}

@@ -2,6 +2,7 @@ package burstbench
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"net"
@@ -31,6 +32,11 @@ type Options struct {
 	// Attempts bounds the ADDs of one pod: a failed ADD is torn down (DEL)
 	// and retried as a new sandbox after a pause, as kubelet does.
 	Attempts int
+	// AddTimeout bounds each ADD (0: none) as kubelet's
+	// --runtime-request-timeout bounds RunPodSandbox: the runtime's context
+	// ends and libcni kills the plugin process; the ADD has failed
+	// (ReasonAddTimeout) and is retried like any other.
+	AddTimeout time.Duration
 	// MultusConnectionLimit is multus-daemon's connectionLimit (0: unset,
 	// upstream's default: no limit).
 	MultusConnectionLimit int
@@ -94,8 +100,12 @@ func Row(t testing.TB, n *Node, impl Impl, pods, rails int, tag string, o Option
 					podNS[i] = fresh
 				}
 				rt := runtimeConf(fmt.Sprintf("%s-%d-a%d", tag, i, attempt), podObjs[i], podNS[i].Path())
+				var timedOut bool
 				err := n.Host.Do(func(ns.NetNS) error {
-					_, err := cni.AddNetworkList(ctx, list, rt)
+					actx, cancel := addContext(ctx, o.AddTimeout)
+					defer cancel()
+					_, err := cni.AddNetworkList(actx, list, rt)
+					timedOut = errors.Is(actx.Err(), context.DeadlineExceeded)
 					return err
 				})
 				if err == nil {
@@ -103,8 +113,12 @@ func Row(t testing.TB, n *Node, impl Impl, pods, rails int, tag string, o Option
 					return
 				}
 				failed.Add(1)
+				reason := FailReason(err)
+				if timedOut {
+					reason = ReasonAddTimeout
+				}
 				reasonMu.Lock()
-				res.FailReasons[FailReason(err)]++
+				res.FailReasons[reason]++
 				reasonMu.Unlock()
 				firstErr.Do(func() { t.Logf("%s %s: first failed ADD (pod %d): %v", impl.Name(), tag, i, err) })
 				_ = n.Host.Do(func(ns.NetNS) error { return cni.DelNetworkList(ctx, list, rt) }) // the runtime tears the sandbox down
@@ -162,6 +176,22 @@ func Row(t testing.TB, n *Node, impl Impl, pods, rails int, tag string, o Option
 		t.Fatalf("%s %s: after DEL of every pod, VFs not back in the host namespace: %v", impl.Name(), tag, missing)
 	}
 	return res
+}
+
+// DefaultAddTimeout is kubelet's default --runtime-request-timeout, the
+// bound of a sandbox's creation and so of its CNI ADD.
+const DefaultAddTimeout = 2 * time.Minute
+
+// ReasonAddTimeout is the FailReason of an ADD that ran out of
+// Options.AddTimeout (kubelet's runtime-request-timeout).
+const ReasonAddTimeout = "runtime-request-timeout"
+
+// addContext bounds one ADD by timeout (0: ctx itself).
+func addContext(ctx context.Context, timeout time.Duration) (context.Context, context.CancelFunc) {
+	if timeout <= 0 {
+		return context.WithCancel(ctx)
+	}
+	return context.WithTimeout(ctx, timeout)
 }
 
 // retryNamespaces are the network namespaces of retried sandboxes, removed
