@@ -3,13 +3,16 @@ package burstbench
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net"
 	"os"
 	"path/filepath"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/containernetworking/plugins/pkg/ns"
 	"google.golang.org/grpc"
@@ -236,11 +239,16 @@ const kubeletPodResources = "/var/lib/kubelet/pod-resources/kubelet.sock"
 
 // ServeAtKubeletPath serves s at kubelet's own path for Multus, and removes
 // it (and the directories it made) at t's cleanup. A socket already there
-// is a kubelet's: the bench fails rather than shadow it.
+// that answers is a kubelet's: the bench fails rather than shadow it. One
+// that nobody listens on is a killed bench run's: it is removed.
 func (s *PodResources) ServeAtKubeletPath(t testing.TB) {
 	t.Helper()
-	if _, err := os.Lstat(kubeletPodResources); err == nil {
-		t.Fatalf("%s exists (a kubelet on this machine?): Multus reads the VF allocation there, where the bench would serve its PodResources; run bench-burst on a machine without kubelet, or with --vfs 0", kubeletPodResources)
+	stale, err := clearStaleSocket(kubeletPodResources)
+	if err != nil {
+		t.Fatalf("%v: Multus reads the VF allocation there, where the bench would serve its PodResources; run bench-burst on a machine without kubelet, or with -burst.vfs=0", err)
+	}
+	if stale {
+		t.Logf("%s: nobody listened there (a killed bench run's socket); removed it", kubeletPodResources)
 	}
 	made := mkdirAllTracked(t, filepath.Dir(kubeletPodResources))
 	s.Serve(t, kubeletPodResources)
@@ -248,6 +256,33 @@ func (s *PodResources) ServeAtKubeletPath(t testing.TB) {
 		_ = os.Remove(kubeletPodResources)
 		removeMade(made)
 	})
+}
+
+// clearStaleSocket removes a unix socket at path that nobody listens on
+// (stale: true). A socket that answers, or one that cannot be checked, is
+// an error: it may be a live kubelet's.
+func clearStaleSocket(path string) (stale bool, err error) {
+	fi, err := os.Lstat(path)
+	switch {
+	case errors.Is(err, os.ErrNotExist):
+		return false, nil
+	case err != nil:
+		return false, fmt.Errorf("%s cannot be checked (%w)", path, err)
+	case fi.Mode().Type() != os.ModeSocket:
+		return false, fmt.Errorf("%s is there and is not a socket (%v); remove it if no kubelet runs here", path, fi.Mode().Type())
+	}
+	conn, err := net.DialTimeout("unix", path, 2*time.Second)
+	if err == nil {
+		conn.Close()
+		return false, fmt.Errorf("%s answers (a kubelet on this machine?)", path)
+	}
+	if !errors.Is(err, syscall.ECONNREFUSED) {
+		return false, fmt.Errorf("%s exists and cannot be checked (%w); remove it if no kubelet runs here", path, err)
+	}
+	if err := os.Remove(path); err != nil {
+		return false, fmt.Errorf("%s: remove the stale socket: %w", path, err)
+	}
+	return true, nil
 }
 
 // mkdirAllTracked creates dir and its missing parents and returns those it
