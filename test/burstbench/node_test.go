@@ -5,7 +5,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
 )
 
@@ -49,14 +48,12 @@ func TestClearStaleSocket(t *testing.T) {
 // staleSocket leaves a unix socket file nobody listens on, as a process
 // killed while serving does.
 func staleSocket(t *testing.T, path string) {
-	fd, err := syscall.Socket(syscall.AF_UNIX, syscall.SOCK_STREAM, 0)
+	l, err := net.ListenUnix("unix", &net.UnixAddr{Name: path, Net: "unix"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer syscall.Close(fd)
-	if err := syscall.Bind(fd, &syscall.SockaddrUnix{Name: path}); err != nil {
-		t.Fatal(err)
-	}
+	l.SetUnlinkOnClose(false)
+	l.Close()
 }
 
 func liveSocket(t *testing.T, path string) {

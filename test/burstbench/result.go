@@ -168,6 +168,10 @@ func mib(b int64) float64 { return float64(b) / (1 << 20) }
 // the spread line counts apart as refused (of failed).
 const ReasonDaemonLimit = "daemon-limit"
 
+// ReasonAddTimeout is the FailReason of an ADD that ran out of
+// Options.AddTimeout (kubelet's runtime-request-timeout).
+const ReasonAddTimeout = "runtime-request-timeout"
+
 // FailReason sorts a failed ADD's error into a short cause for the progress
 // output: the PodResources call (kubelet's API) timing out, another
 // timeout, or the error's first 100 characters.

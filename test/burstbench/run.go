@@ -182,10 +182,6 @@ func Row(t testing.TB, n *Node, impl Impl, pods, rails int, tag string, o Option
 // bound of a sandbox's creation and so of its CNI ADD.
 const DefaultAddTimeout = 2 * time.Minute
 
-// ReasonAddTimeout is the FailReason of an ADD that ran out of
-// Options.AddTimeout (kubelet's runtime-request-timeout).
-const ReasonAddTimeout = "runtime-request-timeout"
-
 // addContext bounds one ADD by timeout (0: ctx itself).
 func addContext(ctx context.Context, timeout time.Duration) (context.Context, context.CancelFunc) {
 	if timeout <= 0 {

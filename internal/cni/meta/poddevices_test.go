@@ -33,7 +33,7 @@ func (s *slowDevices) PodDevices(ctx context.Context, _, _ string) (*Allocation,
 
 // TestPodDevicesAsksAgainAfterATimeout: a PodResources call that runs out
 // of apiTimeout while the ADD has time is asked again, at most
-// PodResourcesAttempts times; any other failure, and a timeout of the ADD
+// podResourcesAttempts times; any other failure, and a timeout of the ADD
 // itself, fail at once.
 func TestPodDevicesAsksAgainAfterATimeout(t *testing.T) {
 	const apiTimeout = 50 * time.Millisecond
@@ -47,7 +47,7 @@ func TestPodDevicesAsksAgainAfterATimeout(t *testing.T) {
 		{name: "answers at once", kubelet: &slowDevices{}, addBudget: time.Minute, wantCalls: 1},
 		{name: "slow once, then answers", kubelet: &slowDevices{slow: 1}, addBudget: time.Minute, wantCalls: 2},
 		{name: "slow twice, then answers", kubelet: &slowDevices{slow: 2}, addBudget: time.Minute, wantCalls: 3},
-		{name: "never answers: the last error names the calls and the fix", kubelet: &slowDevices{slow: 100}, addBudget: time.Minute, wantCalls: PodResourcesAttempts,
+		{name: "never answers: the last error names the calls and the fix", kubelet: &slowDevices{slow: 100}, addBudget: time.Minute, wantCalls: podResourcesAttempts,
 			wantErr: "3 calls, each bounded by apiTimeout 50ms: kubelet did not answer; fix:"},
 		{name: "another error is not retried", kubelet: &slowDevices{err: errors.New("permission denied")}, addBudget: time.Minute, wantCalls: 1, wantErr: "permission denied"},
 		{name: "the ADD's own deadline ends first: no second call", kubelet: &slowDevices{slow: 100}, addBudget: apiTimeout / 2, wantCalls: 1, wantErr: "DeadlineExceeded"},

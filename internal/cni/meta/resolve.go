@@ -119,16 +119,16 @@ func (p *Plugin) attachments(ctx context.Context, pod *corev1.Pod) ([]*Delegate,
 	return out, nil
 }
 
-// PodResourcesAttempts bounds the PodResources calls of one ADD. Kubelet
+// podResourcesAttempts bounds the PodResources calls of one ADD. Kubelet
 // answers them from memory, so a call that runs out of its own apiTimeout
 // while the ADD still has time is a starved kubelet (a burst of pod starts
 // on a busy node), not a missing answer: it is asked again rather than
 // failing the pod's sandbox.
-const PodResourcesAttempts = 3
+const podResourcesAttempts = 3
 
 // podDevices asks PodResources for the devices of pod namespace/name, each
 // call bounded by apiTimeout, again after a call that timed out while ctx
-// (the ADD's own deadline) has not ended, at most PodResourcesAttempts
+// (the ADD's own deadline) has not ended, at most podResourcesAttempts
 // times.
 func (p *Plugin) podDevices(ctx context.Context, namespace, name string) (*Allocation, error) {
 	for attempt := 1; ; attempt++ {
@@ -141,10 +141,10 @@ func (p *Plugin) podDevices(ctx context.Context, namespace, name string) (*Alloc
 			return alloc, nil
 		case !timedOut:
 			return nil, err
-		case attempt == PodResourcesAttempts:
+		case attempt == podResourcesAttempts:
 			return nil, fmt.Errorf("%w (%d calls, each bounded by apiTimeout %v: kubelet did not answer; fix: check kubelet's load and its pod-resources socket, or raise apiTimeout)", err, attempt, p.Conf.APITimeoutDur)
 		}
-		p.Log.Warn("kubelet PodResources call timed out; asking again", "pod", namespace+"/"+name, "attempt", attempt, "of", PodResourcesAttempts, "timeout", p.Conf.APITimeoutDur, "err", err)
+		p.Log.Warn("kubelet PodResources call timed out; asking again", "pod", namespace+"/"+name, "attempt", attempt, "of", podResourcesAttempts, "timeout", p.Conf.APITimeoutDur, "err", err)
 	}
 }
 

@@ -38,12 +38,12 @@ const (
 //
 // 512 ADDs waiting, at most 60 s each: a waiting call costs a goroutine,
 // its socket and its request (a few KiB), a few MiB for a full queue
-// (docs/benchmarks.md: 72.6 MiB peak RSS with 464 of 512 pods waiting). 60 s
+// (docs/benchmarks.md, 512 × 1: 73.1 MiB peak RSS with up to 464 ADDs waiting). 60 s
 // is half of the shim's addTimeout (2 m, kubelet's
 // runtime-request-timeout), and a call waits at most half of the wait its
 // client allows, so a call that waited has the other half to run. 48 + 512
-// ADDs absorb a 512-pod burst without a refusal (the largest: at
-// 256 and 30 s, 169 of 512 pods were refused at least once); past that, or
+// ADDs absorb a 512-pod burst without a refusal (the largest: with 256
+// and 30 s the same burst had 169 ADDs refused); past that, or
 // when a node needs over a minute to reach a waiting call, the call is
 // refused with CNI error 11 and the runtime retries it.
 const (
